@@ -18,8 +18,14 @@ public enum POSIXIO {
         }
     }
 
+    /// A child that exits without reading all its input closes the pipe: the write then fails
+    /// with EPIPE instead of raising SIGPIPE, which would end the whole test runner. (Children
+    /// start with every signal at its default: `Spawn`.)
+    private static let pipesFailQuietly: Void = { _ = signal(SIGPIPE, SIG_IGN) }()
+
     /// Writes everything, retrying interrupted and partial writes; stops on a closed pipe.
     public static func writeAll(_ handle: FileHandle, _ data: Data) {
+        pipesFailQuietly
         let bytes = [UInt8](data)
         var sent = 0
         while sent < bytes.count {

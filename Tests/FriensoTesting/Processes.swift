@@ -13,7 +13,7 @@ public final class ProcessHarness: Sendable {
     }
 
     private let directory: TemporaryDirectory
-    private let handles = Mutex<[String: (Process, Handle)]>([:])
+    private let handles = Mutex<[String: Handle]>([:])
     /// Ports standing in for members a test did not start (see `deploymentEnvironment`).
     private let placeholders = Mutex<[String: DeadPort]>([:])
     private let decoyAtStart: Int
@@ -61,45 +61,37 @@ public final class ProcessHarness: Sendable {
         return environment
     }
 
-    /// Starts `executable` (a name in `Repository.binaries`, or a path).
+    /// Starts `executable` (a name in `Repository.binaries`, or a path), its output to its own log
+    /// (`Spawn`, not Foundation's `Process`: see `Spawn.start`).
     @discardableResult
     public func start(_ name: String, executable: String, arguments: [String], environment: [String: String] = [:]) throws -> Handle {
-        let process = Process()
-        process.executableURL = executable.hasPrefix("/") ? URL(fileURLWithPath: executable) : Repository.binaries.appendingPathComponent(executable)
-        process.arguments = arguments
         var env = ProcessInfo.processInfo.environment
         env.merge(deploymentEnvironment(for: executable, given: environment)) { $1 }
-        process.environment = env
         let logPath = "\(directory.path)/\(name).log"
-        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-        log.seekToEndOfFile()
-        process.standardOutput = log
-        process.standardError = log
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let handle = Handle(name: name, pid: process.processIdentifier, logPath: logPath)
-        handles.withLock { $0[name] = (process, handle) }
+        let pid = try Spawn.start([Self.path(of: executable)] + arguments, environment: env, output: .file(logPath)).get()
+        let handle = Handle(name: name, pid: pid, logPath: logPath)
+        handles.withLock { $0[name] = handle }
         return handle
+    }
+
+    static func path(of executable: String) -> String {
+        executable.hasPrefix("/") ? executable : Repository.binaries.appendingPathComponent(executable).path
     }
 
     /// `kill -9` by PID, and reap it.
     public func kill9(_ name: String) {
-        guard let (process, handle) = handles.withLock({ $0.removeValue(forKey: name) }) else { return }
+        guard let handle = handles.withLock({ $0.removeValue(forKey: name) }) else { return }
         kill(handle.pid, SIGKILL)
-        process.waitUntilExit()
+        _ = Spawn.wait(handle.pid)
     }
 
     /// SIGTERM by PID and wait for the exit (on its own thread: never block the cooperative pool).
-    /// - Returns: the exit status.
+    /// - Returns: the exit status (128 + the signal when a signal ended it).
     @discardableResult
     public func terminate(_ name: String) async -> Int32 {
-        guard let (process, handle) = handles.withLock({ $0.removeValue(forKey: name) }) else { return -1 }
+        guard let handle = handles.withLock({ $0.removeValue(forKey: name) }) else { return -1 }
         kill(handle.pid, SIGTERM)
-        return await Self.offPool {
-            process.waitUntilExit()
-            return process.terminationStatus
-        }
+        return await Self.offPool { Spawn.wait(handle.pid) }
     }
 
     /// Runs blocking work on a thread of its own. Test code that waits on processes must not
@@ -111,8 +103,11 @@ public final class ProcessHarness: Sendable {
         }
     }
 
+    /// Whether `name` was started and has not exited (read from /proc: not reaped here, so the
+    /// one who stops it gets its status).
     public func isRunning(_ name: String) -> Bool {
-        handles.withLock { $0[name]?.0.isRunning ?? false }
+        guard let pid = handles.withLock({ $0[name]?.pid }), let state = ProcessState.of(pid) else { return false }
+        return state != "Z" && state != "X"
     }
 
     /// Every started process's log, for a failure message.
@@ -131,10 +126,8 @@ public final class ProcessHarness: Sendable {
             defer { state.removeAll() }
             return Array(state.values)
         }
-        for (process, handle) in all where process.isRunning {
-            kill(handle.pid, SIGKILL)
-        }
-        for (process, _) in all { process.waitUntilExit() }
+        for handle in all { kill(handle.pid, SIGKILL) } // one already exited waits as a zombie: no other process has its PID
+        for handle in all { _ = Spawn.wait(handle.pid) }
         directory.remove()
         let reached = DefaultPortDecoy.shared.connections - decoyAtStart
         if reached > 0 {
@@ -153,24 +146,21 @@ public final class ProcessHarness: Sendable {
 
     private static func runBlocking(_ executable: String, _ arguments: [String], stdin: String?,
                                      environment: [String: String], directory: String?) throws -> (status: Int32, output: String) {
-        let process = Process()
-        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
-        process.executableURL = executable.hasPrefix("/") ? URL(fileURLWithPath: executable) : Repository.binaries.appendingPathComponent(executable)
-        process.arguments = arguments
         var env = ProcessInfo.processInfo.environment
         env.merge(environment) { $1 }
-        process.environment = env
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = out
-        let input = Pipe()
-        process.standardInput = input
-        try process.run()
+        let out = Pipe(), input = Pipe()
+        let pid = try Spawn.start([path(of: executable)] + arguments, environment: env, directory: directory,
+                                  input: input.fileHandleForReading.fileDescriptor,
+                                  output: .descriptor(out.fileHandleForWriting.fileDescriptor)).get()
+        // The child's ends are its own now: the output reads to its end once the child (and
+        // anything it left running) has closed it.
+        try out.fileHandleForWriting.close()
+        try input.fileHandleForReading.close()
         if let stdin { POSIXIO.writeAll(input.fileHandleForWriting, Data(stdin.utf8)) }
         try input.fileHandleForWriting.close()
         let data = POSIXIO.readAll(out.fileHandleForReading)
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        try out.fileHandleForReading.close()
+        return (Spawn.wait(pid), String(decoding: data, as: UTF8.self))
     }
 }
 

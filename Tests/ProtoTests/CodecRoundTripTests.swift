@@ -1,6 +1,7 @@
 @_spi(Testing) import FriensoProto
 import FriensoTesting
 import Foundation
+import ServiceKit
 import Testing
 
 @Suite("protobuf-c codec")
@@ -205,18 +206,17 @@ struct ReferenceEncoderTests {
     }
 
     static func protocC(_ arguments: [String], input: Data) throws -> Data {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: protoc!)
-        process.arguments = ["-I", Repository.root.appendingPathComponent("proto").path] + arguments
         let stdin = Pipe(), stdout = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = stdout
-        try process.run()
+        let pid = try Spawn.start([protoc!, "-I", Repository.root.appendingPathComponent("proto").path] + arguments,
+                                  input: stdin.fileHandleForReading.fileDescriptor,
+                                  output: .descriptor(stdout.fileHandleForWriting.fileDescriptor), errorsToOutput: false).get()
+        try stdin.fileHandleForReading.close()
+        try stdout.fileHandleForWriting.close()
         POSIXIO.writeAll(stdin.fileHandleForWriting, input)
         try stdin.fileHandleForWriting.close()
         let data = POSIXIO.readAll(stdout.fileHandleForReading)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw TimedOut(description: "protoc-c \(arguments) failed") }
+        try stdout.fileHandleForReading.close()
+        guard Spawn.wait(pid) == 0 else { throw TimedOut(description: "protoc-c \(arguments) failed") }
         return data
     }
 }
