@@ -1,5 +1,6 @@
 import Foundation
 public import Logging
+import ServiceKit
 public import ServiceLifecycle
 import Synchronization
 public import Wire
@@ -69,7 +70,7 @@ public final class Supervisor: Service, Sendable {
     public let stopTimeout: Duration
     public let backoff: Backoff
     private let logger: Logger
-    private let running = Mutex<[String: Process]>([:])
+    private let running = Mutex<[String: Child]>([:])
     private let restarts = Mutex<[String: Int]>([:])
     private let ready = OneShot<Result<Void, SupervisorError>>()
     private let shuttingDown = Atomic<Bool>(false)
@@ -137,7 +138,7 @@ public final class Supervisor: Service, Sendable {
     public func restartCount(_ name: String) -> Int { restarts.withLock { $0[name] ?? 0 } }
 
     /// The PID `name` runs as now.
-    public func pid(of name: String) -> Int32? { running.withLock { $0[name]?.processIdentifier } }
+    public func pid(of name: String) -> Int32? { running.withLock { $0[name]?.pid } }
 
     public func run() async throws {
         for dir in ["logs", "pids"] {
@@ -173,22 +174,20 @@ public final class Supervisor: Service, Sendable {
     }
 
     private func start(_ child: ChildSpec) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: child.executable)
-        process.arguments = child.arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(child.environment) { $1 }
         let logPath = "\(runDirectory)/logs/\(child.name).log"
         // O_APPEND: every write goes to the end, so rotation can empty the file under the child.
-        let fd = open(logPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o640)
-        guard fd >= 0 else { throw SupervisorError("cannot open \(logPath): errno \(errno)") }
-        let log = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
-        process.standardOutput = log
-        process.standardError = log
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        try "\(process.processIdentifier)\n".write(toFile: Self.pidFile(runDirectory, child.name), atomically: true, encoding: .utf8)
+        // `Spawn`, not Foundation's `Process`: two members restarted at once start two children
+        // at once, which crashed Foundation's `Process.run` in the tests (see `Spawn.start`).
+        let environment = ProcessInfo.processInfo.environment.merging(child.environment) { $1 }
+        let pid: pid_t
+        switch Spawn.start([child.executable] + child.arguments, environment: environment, output: .file(logPath, append: true, mode: 0o640)) {
+        case .success(let started): pid = started
+        case .failure(let error): throw SupervisorError("\(child.name): \(error)")
+        }
+        let process = Child(pid: pid)
+        try "\(pid)\n".write(toFile: Self.pidFile(runDirectory, child.name), atomically: true, encoding: .utf8)
         running.withLock { $0[child.name] = process }
-        record(child.name) { $0.state = "starting"; $0.pid = process.processIdentifier; $0.startedAtMs = Self.nowMs() }
+        record(child.name) { $0.state = "starting"; $0.pid = pid; $0.startedAtMs = Self.nowMs() }
     }
 
     /// Every `probeInterval`, each member's log over the limit is rotated.
@@ -295,21 +294,20 @@ public final class Supervisor: Service, Sendable {
         while true {
             guard let process = running.withLock({ $0[child.name] }) else { return }
             let started = ContinuousClock.now
-            await Self.waitForExit(process)
+            let ended = await process.exit.value
             if shuttingDown.load(ordering: .sequentiallyConsistent) || Task.isCancelled { return }
-            let ended = process.terminationReason == .uncaughtSignal ? "signal \(process.terminationStatus)" : "exit status \(process.terminationStatus)"
             let lastError = LaunchStatus.lastError(inLog: "\(runDirectory)/logs/\(child.name).log")
             record(child.name) { m in
                 m.state = "restarting"
                 m.pid = nil
-                m.lastExit = ended
+                m.lastExit = "\(ended)"
                 if let lastError { m.lastError = lastError }
             }
             if started.duration(to: .now) >= backoff.stable { failures = 0 }
             failures += 1
             let delay = backoff.delay(afterFailures: failures)
             logger.warning("exited; restarting", metadata: [
-                "service": "\(child.name)", "status": "\(process.terminationStatus)", "in": "\(delay)"])
+                "service": "\(child.name)", "status": "\(ended)", "in": "\(delay)"])
             try? await Task.sleep(for: delay)
             if shuttingDown.load(ordering: .sequentiallyConsistent) { return }
             do {
@@ -326,13 +324,6 @@ public final class Supervisor: Service, Sendable {
         }
     }
 
-    private static func waitForExit(_ process: Process) async {
-        let exited = OneShot<Void>()
-        process.terminationHandler = { _ in exited.fulfil(()) }
-        if !process.isRunning { exited.fulfil(()) }
-        await exited.value
-    }
-
     /// SIGTERM to every child in reverse start order, then SIGKILL to what is left after `stopTimeout`.
     private func stopAll() {
         let processes = running.withLock { state in
@@ -340,18 +331,56 @@ public final class Supervisor: Service, Sendable {
             return children.reversed().compactMap { child in state[child.name].map { (child.name, $0) } }
         }
         for (name, process) in processes where process.isRunning {
-            kill(process.processIdentifier, SIGTERM)
-            let until = Date().addingTimeInterval(Double(stopTimeout.components.seconds))
-            while process.isRunning && Date() < until { usleep(20_000) }
-            if process.isRunning {
+            kill(process.pid, SIGTERM)
+            var ended = process.waitBlocking(for: stopTimeout)
+            if ended == nil {
                 logger.warning("did not stop in time; killing", metadata: ["service": "\(name)"])
-                kill(process.processIdentifier, SIGKILL)
+                kill(process.pid, SIGKILL)
+                ended = process.waitBlocking(for: .seconds(60))
             }
-            process.waitUntilExit()
             try? FileManager.default.removeItem(atPath: Self.pidFile(runDirectory, name))
             record(name) { $0.state = "stopped"; $0.pid = nil }
-            logger.info("stopped", metadata: ["service": "\(name)", "status": "\(process.terminationStatus)"])
+            logger.info("stopped", metadata: ["service": "\(name)", "status": "\(ended ?? ExitStatus(raw: -1))"])
         }
+    }
+}
+
+/// A child the supervisor started: a thread of its own waits for it to end and reaps it (nobody
+/// else calls `waitpid` on it), so its exit is known at once, to every reader.
+final class Child: Sendable {
+    let pid: pid_t
+    let exit = OneShot<ExitStatus>()
+    private let ended = Mutex<ExitStatus?>(nil)
+
+    init(pid: pid_t) {
+        self.pid = pid
+        Thread { [self] in
+            var raw: Int32 = 0, reaped: pid_t
+            repeat { reaped = waitpid(pid, &raw, 0) } while reaped < 0 && errno == EINTR
+            let status = ExitStatus(raw: reaped == pid ? raw : -1) // -1: reaped by someone else, status unknown
+            ended.withLock { $0 = status }
+            exit.fulfil(status)
+        }.start()
+    }
+
+    var isRunning: Bool { ended.withLock { $0 == nil } }
+
+    /// Waits on this thread (the supervisor's shutdown is synchronous) for at most `timeout`.
+    /// - Returns: how it ended, or nil when it is still running.
+    func waitBlocking(for timeout: Duration) -> ExitStatus? {
+        let until = ContinuousClock.now.advanced(by: timeout)
+        // A bounded poll of what the reaper saw, every 20 ms as the shutdown did before.
+        while isRunning && ContinuousClock.now < until { usleep(20_000) }
+        return ended.withLock { $0 }
+    }
+}
+
+/// How a child ended, as `waitpid` said.
+struct ExitStatus: Sendable, CustomStringConvertible {
+    let raw: Int32
+    var description: String {
+        guard raw >= 0 else { return "unknown" }
+        return raw & 0x7f == 0 ? "exit status \((raw >> 8) & 0xff)" : "signal \(raw & 0x7f)"
     }
 }
 

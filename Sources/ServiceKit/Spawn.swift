@@ -8,8 +8,8 @@ public import Glibc
 public enum Spawn {
     /// Where a child's standard output goes.
     public enum Output: Sendable {
-        /// A file, created if missing, truncated or appended to.
-        case file(String, append: Bool = false)
+        /// A file, created (with `mode`) if missing, truncated or appended to.
+        case file(String, append: Bool = false, mode: mode_t = 0o644)
         /// A descriptor of this process (a pipe's write end), handed to the child as its stdout.
         case descriptor(Int32)
     }
@@ -51,8 +51,8 @@ public enum Spawn {
             posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         }
         switch output {
-        case .file(let file, let append):
-            posix_spawn_file_actions_addopen(&actions, 1, file, O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC), 0o644)
+        case .file(let file, let append, let mode):
+            posix_spawn_file_actions_addopen(&actions, 1, file, O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC), mode)
         case .descriptor(let descriptor):
             posix_spawn_file_actions_adddup2(&actions, descriptor, 1)
         }
