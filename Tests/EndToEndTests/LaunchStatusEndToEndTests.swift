@@ -46,6 +46,19 @@ struct LaunchStatusEndToEndTests {
                 return geo.member.restarts == 1 && geo.member.lastExit == "signal 9" && geo.live && geo.ready
                     && geo.member.pid == stack.pid(of: "geo")
             }
+
+            // Two members killed together are restarted together (two children started at once:
+            // the case that crashed Foundation's `Process.run` in the tests; `Spawn` now).
+            let before = try ["social", "media"].map { try #require(stack.pid(of: $0)) }
+            for pid in before { kill(pid, SIGKILL) }
+            try await eventually("status shows both restarts", timeout: .seconds(30)) {
+                let members = try await status(stack).1?.members ?? []
+                return ["social", "media"].enumerated().allSatisfy { index, name in
+                    guard let m = members.first(where: { $0.member.name == name }) else { return false }
+                    return m.member.restarts == 1 && m.member.lastExit == "signal 9" && m.live && m.ready
+                        && m.member.pid == stack.pid(of: name) && m.member.pid != before[index]
+                }
+            }
             let text = try await ProcessHarness.run("frienso-launch", ["status", "--run-dir", stack.run])
             #expect(text.status == 0 && text.output.contains("1 restart, ") && text.output.contains("last run ended: signal 9")
                     && text.output.contains("v\(FriensoVersion.current)"), "\(text.output)")
