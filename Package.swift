@@ -400,7 +400,7 @@ let package = Package(
             path: "Tests/FriensoTesting",
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "ProtoTests", dependencies: ["FriensoProto", "FriensoTesting", "ServiceKit"], swiftSettings: swiftSettings),
+        .testTarget(name: "ProtoTests", dependencies: ["FriensoProto", "FriensoTesting"], swiftSettings: swiftSettings),
         .testTarget(
             name: "WireTests",
             dependencies: ["Wire", "FriensoProto", "FriensoTesting", "CZeroMQ",

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 import ServiceKit
 import Synchronization
 import Testing
@@ -148,19 +148,29 @@ public final class ProcessHarness: Sendable {
                                      environment: [String: String], directory: String?) throws -> (status: Int32, output: String) {
         var env = ProcessInfo.processInfo.environment
         env.merge(environment) { $1 }
-        let out = Pipe(), input = Pipe()
-        let pid = try Spawn.start([path(of: executable)] + arguments, environment: env, directory: directory,
-                                  input: input.fileHandleForReading.fileDescriptor,
-                                  output: .descriptor(out.fileHandleForWriting.fileDescriptor)).get()
+        let (status, output) = try runCapturing([path(of: executable)] + arguments, input: stdin.map { Data($0.utf8) },
+                                                environment: env, directory: directory)
+        return (status, String(decoding: output, as: UTF8.self))
+    }
+
+    /// Runs `arguments[0]` (a path) to its end on this thread: `input` on its stdin, its stdout
+    /// (and its stderr, unless `errorsToOutput` is false) read whole.
+    /// - Parameter environment: its whole environment; nil: the test runner's.
+    public static func runCapturing(_ arguments: [String], input: Data?, environment: [String: String]? = nil, directory: String? = nil,
+                                    errorsToOutput: Bool = true) throws -> (status: Int32, output: Data) {
+        let out = Pipe(), stdin = Pipe()
+        let pid = try Spawn.start(arguments, environment: environment, directory: directory,
+                                  input: stdin.fileHandleForReading.fileDescriptor,
+                                  output: .descriptor(out.fileHandleForWriting.fileDescriptor), errorsToOutput: errorsToOutput).get()
         // The child's ends are its own now: the output reads to its end once the child (and
         // anything it left running) has closed it.
         try out.fileHandleForWriting.close()
-        try input.fileHandleForReading.close()
-        if let stdin { POSIXIO.writeAll(input.fileHandleForWriting, Data(stdin.utf8)) }
-        try input.fileHandleForWriting.close()
+        try stdin.fileHandleForReading.close()
+        if let input { POSIXIO.writeAll(stdin.fileHandleForWriting, input) }
+        try stdin.fileHandleForWriting.close()
         let data = POSIXIO.readAll(out.fileHandleForReading)
         try out.fileHandleForReading.close()
-        return (Spawn.wait(pid), String(decoding: data, as: UTF8.self))
+        return (Spawn.wait(pid), data)
     }
 }
 

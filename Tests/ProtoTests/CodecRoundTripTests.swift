@@ -1,7 +1,6 @@
 @_spi(Testing) import FriensoProto
 import FriensoTesting
 import Foundation
-import ServiceKit
 import Testing
 
 @Suite("protobuf-c codec")
@@ -206,17 +205,9 @@ struct ReferenceEncoderTests {
     }
 
     static func protocC(_ arguments: [String], input: Data) throws -> Data {
-        let stdin = Pipe(), stdout = Pipe()
-        let pid = try Spawn.start([protoc!, "-I", Repository.root.appendingPathComponent("proto").path] + arguments,
-                                  input: stdin.fileHandleForReading.fileDescriptor,
-                                  output: .descriptor(stdout.fileHandleForWriting.fileDescriptor), errorsToOutput: false).get()
-        try stdin.fileHandleForReading.close()
-        try stdout.fileHandleForWriting.close()
-        POSIXIO.writeAll(stdin.fileHandleForWriting, input)
-        try stdin.fileHandleForWriting.close()
-        let data = POSIXIO.readAll(stdout.fileHandleForReading)
-        try stdout.fileHandleForReading.close()
-        guard Spawn.wait(pid) == 0 else { throw TimedOut(description: "protoc-c \(arguments) failed") }
+        let (status, data) = try ProcessHarness.runCapturing([protoc!, "-I", Repository.root.appendingPathComponent("proto").path] + arguments,
+                                                             input: input, errorsToOutput: false)
+        guard status == 0 else { throw TimedOut(description: "protoc-c \(arguments) failed") }
         return data
     }
 }
