@@ -22,9 +22,11 @@ extension AlertsService {
 
     private func escalate(_ id: UInt64, at: Int64) async throws -> Bool {
         guard let alert = try await store.alert(id: id) else { return false }
-        // Where the person is now (they may have moved since the alert); the alert's place if geo cannot say.
+        // Where the person is now (they may have moved since the alert); the alert's place if geo
+        // cannot say, or if geo's fix is older (the phone's own, sent with the raise, may be newer).
         var located = alert.location
-        if let now = try? await peers.latestLocation(of: alert.initiator), now.known { located = now }
+        if let now = try? await peers.latestLocation(of: alert.initiator, phoneFix: nil), now.known,
+           !located.known || now.fixTimeMs >= located.fixTimeMs { located = now }
         let location = located
         let users = alert.recipients.map(\.user).filter { $0 != 0 }
         let names = await people(Set(users + [alert.initiator]))

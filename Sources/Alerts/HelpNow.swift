@@ -12,14 +12,20 @@ extension AlertsService {
         guard request.message.count <= HelpNowPlan.maximumMessageLength else {
             throw RPCError.invalidArgument("message: at most \(HelpNowPlan.maximumMessageLength) characters")
         }
-        let (alert, alreadyActive, names) = try await raise(for: caller, message: request.message, key: context.idempotencyKey, logger: context.logger)
+        var phoneFix: AlertsV1.AlertLocation?
+        if let fix = request.fix {
+            do { phoneFix = try HelpNowPlan.location(from: fix, now: now()) } catch { throw RPCError.invalidArgument(error.reason) }
+        }
+        let (alert, alreadyActive, names) = try await raise(for: caller, message: request.message, phoneFix: phoneFix, key: context.idempotencyKey,
+                                                            logger: context.logger)
         return try await raiseReply(alert, alreadyActive: alreadyActive, names: names)
     }
 
     /// Raises `caller`'s helpNow (from the button, or from a check-in timer that ran out). With a
     /// key, raising again with it returns the alert raised then (after a restart too); while one
-    /// is active, that one is returned and nothing new is sent.
-    func raise(for caller: UInt64, message: String, key: String, logger requestLogger: Logger)
+    /// is active, that one is returned and nothing new is sent. With `phoneFix` (the phone's own,
+    /// checked) the alert carries it, named by geo; without, geo's latest fix.
+    func raise(for caller: UInt64, message: String, phoneFix: AlertsV1.AlertLocation? = nil, key: String, logger requestLogger: Logger)
         async throws -> (alert: AlertRecord, alreadyActive: Bool, names: [UInt64: AlertsV1.Person]?) {
         // Who and where, from the other services, at the same time; none of them can stop the alert.
         // They start with the read of this person's alerts, not after it: a raise waited for that
@@ -35,9 +41,10 @@ extension AlertsService {
             }
         }()
         async let locationLookup: AlertsV1.AlertLocation = {
-            do { return try await peers.latestLocation(of: caller) } catch {
-                if !Task.isCancelled { logger.warning("helpNow: no location from geo", metadata: ["error": "\(error)"]) }
-                return AlertsV1.AlertLocation()
+            do { return try await peers.latestLocation(of: caller, phoneFix: phoneFix) } catch {
+                // The phone's own fix still goes, without a place name.
+                if !Task.isCancelled { logger.warning("helpNow: no location from geo", metadata: ["error": "\(error)", "phone fix": "\(phoneFix != nil)"]) }
+                return phoneFix ?? AlertsV1.AlertLocation()
             }
         }()
         // One read for both: a retry of this raise (same key, even after a restart) gets the alert

@@ -23,8 +23,10 @@ public protocol AlertsPeers: Sendable {
     func notices(after id: UInt64, limit: Int) async throws -> [SocialV1.Notice]
     /// Geo's place events after `id` (a friend arrived at or left a place), oldest first, each with its viewer.
     func placeEvents(after id: UInt64, limit: Int) async throws -> [(event: GeoV1.PlaceAlertEvent, viewer: UInt64)]
-    /// `user`'s latest fix (geo), or `known == false`.
-    func latestLocation(of user: UInt64) async throws -> AlertsV1.AlertLocation
+    /// Where `user` is, for a helpNow (geo): with `phoneFix` (the phone's own fix, sent with the
+    /// raise), that fix with the place geo names at or near it; without, geo's latest fix, or
+    /// `known == false`.
+    func latestLocation(of user: UInt64, phoneFix: AlertsV1.AlertLocation?) async throws -> AlertsV1.AlertLocation
     /// Names (accounts); unknown ids are left out.
     func people(_ ids: Set<UInt64>) async throws -> [UInt64: AlertsV1.Person]
     /// Phone numbers (accounts); unknown ids are left out.
@@ -104,8 +106,14 @@ public struct RemotePeers: AlertsPeers {
         return Array(zip(reply.events, reply.viewers))
     }
 
-    public func latestLocation(of user: UInt64) async throws -> AlertsV1.AlertLocation {
-        let latest = try await geo.call(GeoV1.GeoService.latestLocation, GeoV1.LatestLocationRequest(userId: user), options: options())
+    public func latestLocation(of user: UInt64, phoneFix: AlertsV1.AlertLocation?) async throws -> AlertsV1.AlertLocation {
+        var request = GeoV1.LatestLocationRequest(userId: user)
+        if let phoneFix { (request.hasPoint, request.latitude, request.longitude) = (true, phoneFix.latitude, phoneFix.longitude) }
+        let latest = try await geo.call(GeoV1.GeoService.latestLocation, request, options: options())
+        if var phoneFix {
+            phoneFix.placeName = latest.placeName
+            return phoneFix
+        }
         guard latest.found, let fix = latest.fix else { return AlertsV1.AlertLocation() }
         return AlertsV1.AlertLocation(known: true, latitude: fix.latitude, longitude: fix.longitude, accuracyM: fix.accuracyM,
                                       fixTimeMs: fix.deviceTimeMs, placeName: latest.placeName)

@@ -217,7 +217,7 @@ extension GeoService: FriensoService, GeoV1.GeoService.Handler {
             router.answerOnReactor(GeoV1.GeoService.friendsLocations) { _, context in self.locations(seenBy: try context.requireCaller()) }
             router.answerOnReactor(GeoV1.GeoService.nearby) { request, context in try self.nearbyNow(request, context) }
             // alerts asks it for every helpNow (item 46).
-            router.answerOnReactor(GeoV1.GeoService.latestLocation) { request, _ in self.latestLocationNow(request) }
+            router.answerOnReactor(GeoV1.GeoService.latestLocation) { request, _ in try self.latestLocationNow(request) }
         }
         // Updates start on the reactor and are answered from their commit's thread (item 70);
         // `FRIENSO_GEO_UPDATES=tasks` leaves them on the task path, for A/B runs.

@@ -174,16 +174,22 @@ extension GeoService {
     }
 
     public func latestLocation(_ request: GeoV1.LatestLocationRequest, _ context: RequestContext) async throws -> GeoV1.LatestLocationResponse {
-        latestLocationNow(request)
+        try latestLocationNow(request)
     }
 
-    /// From memory, without waiting: answered on the host's reactor thread (`router()`).
-    func latestLocationNow(_ request: GeoV1.LatestLocationRequest) -> GeoV1.LatestLocationResponse {
+    /// From memory, without waiting: answered on the host's reactor thread (`router()`). With a
+    /// point (a phone's own fix, sent with a helpNow) the place is the one at or near it.
+    func latestLocationNow(_ request: GeoV1.LatestLocationRequest) throws(RPCError) -> GeoV1.LatestLocationResponse {
+        if request.hasPoint, !GeoMath.isValid(latitude: request.latitude, longitude: request.longitude) {
+            throw .invalidArgument("latitude must be -90..90 and longitude -180..180 (finite numbers)")
+        }
         let around = config.aroundDistance
         return state.mutex.withLock { s in
-            guard let fix = s.latest[request.userId] else { return GeoV1.LatestLocationResponse(found: false) }
-            return GeoV1.LatestLocationResponse(found: true, fix: Self.proto(fix),
-                                                placeName: s.placeNear(lat: fix.lat, lon: fix.lon, within: around)?.name ?? "")
+            let latest = s.latest[request.userId]
+            let named = request.hasPoint ? (request.latitude, request.longitude) : latest.map { ($0.lat, $0.lon) }
+            let placeName = named.flatMap { s.placeNear(lat: $0.0, lon: $0.1, within: around)?.name } ?? ""
+            guard let fix = latest else { return GeoV1.LatestLocationResponse(found: false, placeName: placeName) }
+            return GeoV1.LatestLocationResponse(found: true, fix: Self.proto(fix), placeName: placeName)
         }
     }
 }

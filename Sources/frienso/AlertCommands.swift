@@ -123,10 +123,21 @@ struct HelpNow: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Raise the alert (the default).")
         @OptionGroup var global: GlobalOptions
         @Option(help: "What is happening (≤ 500 characters).") var message = ""
+        @Option(parsing: .unconditional, help: "Where you are now (default: your last shared location).") var lat: Double?
+        @Option(parsing: .unconditional) var lon: Double?
+        @Option(help: "The accuracy of --lat/--lon, in metres.") var accuracy = 10.0
+
+        func validate() throws {
+            guard (lat == nil) == (lon == nil) else { throw ValidationError("give --lat and --lon together") }
+        }
 
         func run() async throws {
+            var request = AlertsV1.RaiseHelpNowRequest(message: message)
+            if let lat, let lon {
+                request.fix = AlertsV1.DeviceFix(latitude: lat, longitude: lon, accuracyM: accuracy, deviceTimeMs: WallClock.milliseconds())
+            }
             try await performCall(global) { client in
-                let reply = try await client.call(AlertsAPI.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: message), mutation: true)
+                let reply = try await client.call(AlertsAPI.raiseHelpNow, request, mutation: true)
                 var lines: [String] = []
                 if reply.nobodyNotified {
                     lines.append("NOBODY WAS NOTIFIED: your core circle is empty. Call \(reply.alert?.emergency?.number ?? "911") now.")

@@ -191,6 +191,61 @@ extension AlertsTestGroup {
             }
         }
 
+        /// The phone's own fix, sent with the raise, is where the alert says the person is (not
+        /// geo's last stored fix), named by geo's places; at a campus place the prompt suggests
+        /// campus police. With geo down, the fix still goes, without a name.
+        @Test(arguments: Engine.allCases) func aPhonesOwnFix_isTheAlertsLocation_namedByGeo(engine: Engine) async throws {
+            let peers = Self.anasCircle()
+            peers.state.withLock { $0.placeNames["33.776,-118.11"] = "Pyramid Arena" }
+            var config = testConfig()
+            config.campusPoliceNumber = "+15625550100"
+            try await withAlerts(engine: engine, peers: peers, config: config) { h in
+                let taken = WallClock.milliseconds() - 4_000
+                let fix = AlertsV1.DeviceFix(latitude: 33.776, longitude: -118.11, accuracyM: 6, deviceTimeMs: taken)
+                let reply = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "lost", fix: fix))
+                let location = try #require(reply.alert?.location)
+                #expect(location == AlertsV1.AlertLocation(known: true, latitude: 33.776, longitude: -118.11, accuracyM: 6, fixTimeMs: taken,
+                                                           placeName: "Pyramid Arena"), "the phone's fix, not geo's (Library)")
+                #expect(reply.alert?.emergency?.number == "+15625550100", "at a campus place: campus police")
+                #expect(peers.state.withLock { $0.locationLookups.map(\.phoneFix?.latitude) } == [33.776], "geo was asked to name the phone's point")
+                try await h.drained()
+                let bodies = try await h.sent().map(\.body)
+                #expect(bodies.count == 3 && bodies.allSatisfy { $0.contains("Last location near Pyramid Arena (33.77600,-118.11000)") })
+                #expect(h.recorder.events(to: 2).first?.location?.latitude == 33.776)
+                _ = try await h.call(1, API.resolveHelpNow, AlertsV1.ResolveHelpNowRequest())
+
+                peers.state.withLock { $0.down = ["geo"] }
+                let unnamed = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(fix: fix))
+                #expect(unnamed.alert?.location == AlertsV1.AlertLocation(known: true, latitude: 33.776, longitude: -118.11, accuracyM: 6, fixTimeMs: taken),
+                        "geo down: the phone's fix still goes, without a place name")
+                #expect(unnamed.alert?.emergency?.number == "911", "no place name: the emergency number")
+            }
+        }
+
+        /// A fix the phone sends is checked as geo checks a location update, and a bad one
+        /// refuses the raise with the reason (nothing is sent: the phone raises again without it).
+        @Test(arguments: Engine.allCases) func aBadFix_isRefused_withItsReason_andNothingIsSent(engine: Engine) async throws {
+            try await withAlerts(engine: engine, peers: Self.anasCircle()) { h async throws in
+                let now = WallClock.milliseconds()
+                let cases: [(AlertsV1.DeviceFix, String)] = [
+                    (AlertsV1.DeviceFix(latitude: 91, longitude: 0, accuracyM: 5, deviceTimeMs: now), "latitude must be -90..90"),
+                    (AlertsV1.DeviceFix(latitude: 10, longitude: -180.5, accuracyM: 5, deviceTimeMs: now), "longitude -180..180"),
+                    (AlertsV1.DeviceFix(latitude: .nan, longitude: 0, accuracyM: 5, deviceTimeMs: now), "finite"),
+                    (AlertsV1.DeviceFix(latitude: 10, longitude: 10, accuracyM: -1, deviceTimeMs: now), "fix.accuracy_m"),
+                    (AlertsV1.DeviceFix(latitude: 10, longitude: 10, accuracyM: .infinity, deviceTimeMs: now), "fix.accuracy_m"),
+                    (AlertsV1.DeviceFix(latitude: 10, longitude: 10, accuracyM: 5), "fix.device_time_ms: required"),
+                    (AlertsV1.DeviceFix(latitude: 10, longitude: 10, accuracyM: 5, deviceTimeMs: now + 600_000), "in the future"),
+                ]
+                for (fix, reason) in cases {
+                    await expectError(.invalidArgument, containing: reason) {
+                        _ = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(fix: fix))
+                    }
+                }
+                #expect(try await h.call(1, API.getHelpNow, AlertsV1.GetHelpNowRequest()).mine == nil)
+                #expect(try await h.outbox().isEmpty)
+            }
+        }
+
         @Test(arguments: Engine.allCases) func badInputs_getStableErrors(engine: Engine) async throws {
             try await withAlerts(engine: engine) { h in
                 await expectError(.unauthenticated) { _ = try await h.call(0, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest()) }

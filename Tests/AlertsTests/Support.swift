@@ -20,6 +20,10 @@ final class FakePeers: AlertsPeers {
         var notices: [SocialV1.Notice] = []
         var placeEvents: [(event: GeoV1.PlaceAlertEvent, viewer: UInt64)] = []
         var locations: [UInt64: AlertsV1.AlertLocation] = [:]
+        /// Geo's place names at exact points ("lat,lon"), for a phone's fix.
+        var placeNames: [String: String] = [:]
+        /// Every location question alerts asked: whose, with which phone fix.
+        var locationLookups: [(user: UInt64, phoneFix: AlertsV1.AlertLocation?)] = []
         var phones: [UInt64: String] = [:]
         var passwords: [UInt64: String] = [:]
         var down: Set<String> = []
@@ -56,9 +60,14 @@ final class FakePeers: AlertsPeers {
         try check("geo")
         return state.withLock { Array($0.placeEvents.filter { $0.event.eventId > id }.prefix(limit)) }
     }
-    func latestLocation(of user: UInt64) async throws -> AlertsV1.AlertLocation {
+    func latestLocation(of user: UInt64, phoneFix: AlertsV1.AlertLocation?) async throws -> AlertsV1.AlertLocation {
         try check("geo")
-        return state.withLock { $0.locations[user] ?? AlertsV1.AlertLocation() }
+        return state.withLock { s in
+            s.locationLookups.append((user, phoneFix))
+            guard var phoneFix else { return s.locations[user] ?? AlertsV1.AlertLocation() }
+            phoneFix.placeName = s.placeNames["\(phoneFix.latitude),\(phoneFix.longitude)"] ?? ""
+            return phoneFix
+        }
     }
     func people(_ ids: Set<UInt64>) async throws -> [UInt64: AlertsV1.Person] {
         try check("accounts")

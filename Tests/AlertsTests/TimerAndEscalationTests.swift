@@ -147,6 +147,34 @@ extension AlertsTestGroup {
                 #expect(try await a.service.nextEscalationAt() == nil)
             }
         }
+
+        @Test("an escalation says where the person is: geo's fix when newer than the phone's own sent with the raise, else the phone's",
+              arguments: Engine.allCases)
+        func escalation_keepsThePhonesFix_overAnOlderOneOfGeos(engine: Engine) async throws {
+            let clock = ManualClock(), peers = FakePeers()
+            circle(peers) // geo has a fix at the Library, taken long ago (time 0)
+            peers.state.withLock { $0.placeNames["33.79,-118.12"] = "Parking Lot G" }
+            try await withAlerts(engine: engine, peers: peers, worker: false, now: { clock.now }) { a in
+                let fix = AlertsV1.DeviceFix(latitude: 33.79, longitude: -118.12, accuracyM: 5, deviceTimeMs: clock.now - 1_000)
+                _ = try await a.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(fix: fix), key: "h1")
+                clock.advance(minutes: 5.5)
+                #expect(try await a.service.escalateDueAlerts() == 1)
+                let escalation = try #require(try await a.call(1, API.getHelpNow, AlertsV1.GetHelpNowRequest()).mine?.escalation)
+                #expect(escalation.location?.placeName == "Parking Lot G" && escalation.location?.fixTimeMs == clock.now - 330_000 - 1_000,
+                        "the phone's fix, not geo's older one: \(escalation)")
+                _ = try await a.call(1, API.resolveHelpNow, AlertsV1.ResolveHelpNowRequest())
+
+                // Geo's fix newer than the phone's: geo's.
+                _ = try await a.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(fix: fix), key: "h2")
+                peers.state.withLock {
+                    $0.locations[1] = AlertsV1.AlertLocation(known: true, latitude: 33.7801, longitude: -118.1101, fixTimeMs: clock.now, placeName: "Library")
+                }
+                clock.advance(minutes: 5.5)
+                #expect(try await a.service.escalateDueAlerts() == 1)
+                let later = try #require(try await a.call(1, API.getHelpNow, AlertsV1.GetHelpNowRequest()).mine?.escalation)
+                #expect(later.location?.placeName == "Library", "\(later)")
+            }
+        }
     }
 }
 

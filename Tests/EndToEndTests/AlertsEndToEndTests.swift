@@ -78,9 +78,16 @@ struct AlertsEndToEndTests {
         try await eventually("the second alert's SMS") {
             Set(try stack.sent().filter { $0.1.contains("second time") }.map(\.0)).isSuperset(of: ["+15625550502", "+15625550503"])
         }
+        _ = try await ana.run(["help-now", "resolve"])
+        // Geo still dead, but her phone knows where she is: the alert carries its fix.
+        let located = try await ana.run(["help-now", "--message", "third time", "--lat", "33.779", "--lon", "-118.112", "--accuracy", "7"])
+        #expect(located.status == 0 && located.output.contains("33.77900, -118.11200"), "\(located.output)\n\(procs.logs())")
+        try await eventually("the third alert's SMS, with the phone's fix") {
+            try stack.sent().contains { $0.0 == "+15625550502" && $0.1.contains("third time") && $0.1.contains("Last location 33.77900,-118.11200") }
+        }
+        _ = try await ana.run(["help-now", "resolve"])
         try await stack.start("social")
         try await stack.start("geo")
-        _ = try await ana.run(["help-now", "resolve"])
 
         // watchMe: Ben accepts, Cy declines; Ana sees both.
         let watch = try await ana.run(["watch", "start", "--minutes", "20", "--note", "walking home"])

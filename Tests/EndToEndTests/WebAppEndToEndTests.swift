@@ -111,6 +111,10 @@ struct WebAppEndToEndTests {
         try await anaPage.screenshot(to: "\(Self.output)/webapp-map.png")
 
         // ben raises helpNow from his page (with the confirmation step); ana's page shows the banner.
+        // His phone's GPS (the browser's geolocation, stood in for: a headless browser has no
+        // position) puts him at the Student Union, not by Pyramid Arena where he last shared:
+        // the alert says where he is as he raises it.
+        _ = try await benPage.run(#"navigator.geolocation.getCurrentPosition = (ok) => ok({ coords: { latitude: 33.781, longitude: -118.113, accuracy: 8 }, timestamp: Date.now() });"#)
         try await benPage.click("#help")
         try await benPage.waitFor("#help-confirm:not([hidden])")
         let pressed = ContinuousClock.now
@@ -118,6 +122,7 @@ struct WebAppEndToEndTests {
         try await anaPage.waitFor("#banner:not([hidden])", timeout: .seconds(10))
         let shownAfter = pressed.duration(to: .now)
         #expect(try await anaPage.text("#banner").contains("Ben Web (@ben) needs help"))
+        #expect(try await anaPage.text("#banner").contains("Last location near Student Union (33.78100,-118.11300)"))
         print("web app: the helpNow banner appeared on ana's page \(shownAfter) after ben confirmed (includes WebDriver's own round trips)")
         try await anaPage.screenshot(to: "\(Self.output)/webapp-helpnow.png")
         #expect(try await benPage.text("#help-status").contains("Your circle was alerted"))

@@ -290,7 +290,7 @@ struct QuietPeers: AlertsPeers {
     func respondToCircleRequest(member: UInt64, owner: UInt64, accept: Bool) async throws { throw RPCError.notFound("no such request") }
     func notices(after id: UInt64, limit: Int) async throws -> [SocialV1.Notice] { [] }
     func placeEvents(after id: UInt64, limit: Int) async throws -> [(event: GeoV1.PlaceAlertEvent, viewer: UInt64)] { [] }
-    func latestLocation(of user: UInt64) async throws -> AlertsV1.AlertLocation { AlertsV1.AlertLocation() }
+    func latestLocation(of user: UInt64, phoneFix: AlertsV1.AlertLocation?) async throws -> AlertsV1.AlertLocation { phoneFix ?? AlertsV1.AlertLocation() }
     func people(_ ids: Set<UInt64>) async throws -> [UInt64: AlertsV1.Person] { [:] }
     func phones(_ ids: Set<UInt64>) async throws -> [UInt64: String] { [:] }
     func verifyPassword(user: UInt64, password: String) async throws -> Bool { false }

@@ -42,6 +42,29 @@ extension GeoTestGroup {
             }
         }
 
+        /// alerts' question for a helpNow: the latest fix and the place it is at; with a point
+        /// (the phone's own fix, sent with the raise), the place at that point instead.
+        @Test(arguments: Engine.allCases) func latestLocation_namesThePlace_ofTheFix_orOfAGivenPoint(engine: Engine) async throws {
+            try await withGeo(engine: engine, operatorKey: "op-secret") { geo async throws in
+                try await importSample(geo)
+                let union = (lat: 33.781, lon: -118.113)
+                let unknown = try await geo.call(1, API.latestLocation, GeoV1.LatestLocationRequest(userId: 1, hasPoint: true, latitude: union.lat, longitude: union.lon))
+                #expect(!unknown.found && unknown.placeName == "Student Union", "no fix stored: the point is still named")
+                #expect(try await geo.locate(1, 33.7774, -118.1145))
+                let stored = try await geo.call(1, API.latestLocation, GeoV1.LatestLocationRequest(userId: 1))
+                #expect(stored.found && stored.placeName == "University Library")
+                let pointed = try await geo.call(1, API.latestLocation, GeoV1.LatestLocationRequest(userId: 1, hasPoint: true, latitude: union.lat, longitude: union.lon))
+                #expect(pointed.placeName == "Student Union" && pointed.fix?.latitude == 33.7774, "the point's place; the stored fix as it is")
+                let nowhere = try await geo.call(1, API.latestLocation, GeoV1.LatestLocationRequest(userId: 1, hasPoint: true, latitude: 0, longitude: 0))
+                #expect(nowhere.placeName == "")
+                for (lat, lon) in [(91.0, 0.0), (0, -181), (.nan, 0)] {
+                    await expectError(.invalidArgument, containing: "latitude") {
+                        _ = try await geo.call(1, API.latestLocation, GeoV1.LatestLocationRequest(userId: 1, hasPoint: true, latitude: lat, longitude: lon))
+                    }
+                }
+            }
+        }
+
         @Test(arguments: Engine.allCases) func listPlaces_aroundAPoint_nearestFirst_withOutlines_forAMap(engine: Engine) async throws {
             try await withGeo(engine: engine, operatorKey: "op-secret") { geo async throws in
                 try await importSample(geo)

@@ -48,3 +48,31 @@ struct HelpNowPlan: Equatable, Sendable {
         }
     }
 }
+
+extension HelpNowPlan {
+    /// How far ahead of the server's clock a phone's fix may be (geo allows the same for a
+    /// location update).
+    static let maximumClockSkewMs: Int64 = 300_000
+
+    /// A phone's own fix, sent with its raise, refused with the reason the caller is told.
+    struct FixRefused: Error, Equatable {
+        let reason: String
+    }
+
+    /// The alert's location from the phone's own fix (geo's rules for a location update), without
+    /// a place name yet (geo names it). - Throws: `FixRefused`.
+    static func location(from fix: AlertsV1.DeviceFix, now: Int64) throws(FixRefused) -> AlertsV1.AlertLocation {
+        guard fix.latitude.isFinite, fix.longitude.isFinite, (-90...90).contains(fix.latitude), (-180...180).contains(fix.longitude) else {
+            throw FixRefused(reason: "fix: latitude must be -90..90 and longitude -180..180 (finite numbers)")
+        }
+        guard fix.accuracyM.isFinite, (0...100_000).contains(fix.accuracyM) else {
+            throw FixRefused(reason: "fix.accuracy_m: 0 to 100,000 metres")
+        }
+        guard fix.deviceTimeMs > 0 else { throw FixRefused(reason: "fix.device_time_ms: required (milliseconds since 1970)") }
+        guard fix.deviceTimeMs <= now + maximumClockSkewMs else {
+            throw FixRefused(reason: "fix.device_time_ms is in the future: check the device clock")
+        }
+        return AlertsV1.AlertLocation(known: true, latitude: fix.latitude, longitude: fix.longitude, accuracyM: fix.accuracyM,
+                                      fixTimeMs: fix.deviceTimeMs)
+    }
+}

@@ -6790,6 +6790,26 @@ public enum OpenAPIDocument {
     },
     "additionalProperties": false
    },
+   "frienso.alerts.v1.DeviceFix": {
+    "type": "object",
+    "properties": {
+     "latitude": {
+      "type": "number"
+     },
+     "longitude": {
+      "type": "number"
+     },
+     "accuracyM": {
+      "type": "number"
+     },
+     "deviceTimeMs": {
+      "type": "string",
+      "format": "int64",
+      "pattern": "^-?[0-9]{1,19}$"
+     }
+    },
+    "additionalProperties": false
+   },
    "frienso.alerts.v1.EmergencyPrompt": {
     "type": "object",
     "properties": {
@@ -7306,6 +7326,9 @@ public enum OpenAPIDocument {
     "properties": {
      "message": {
       "type": "string"
+     },
+     "fix": {
+      "$ref": "#/components/schemas/frienso.alerts.v1.DeviceFix"
      }
     },
     "additionalProperties": false
@@ -8477,6 +8500,15 @@ public enum OpenAPIDocument {
       "type": "string",
       "format": "uint64",
       "pattern": "^[0-9]{1,20}$"
+     },
+     "hasPoint": {
+      "type": "boolean"
+     },
+     "latitude": {
+      "type": "number"
+     },
+     "longitude": {
+      "type": "number"
      }
     },
     "additionalProperties": false

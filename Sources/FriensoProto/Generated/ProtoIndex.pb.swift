@@ -82,6 +82,7 @@ public enum ProtoIndex {
         AlertsV1.HelpAlert.self,
         AlertsV1.Escalation.self,
         AlertsV1.RaiseHelpNowRequest.self,
+        AlertsV1.DeviceFix.self,
         AlertsV1.RaiseHelpNowResponse.self,
         AlertsV1.ResolveHelpNowRequest.self,
         AlertsV1.ResolveHelpNowResponse.self,

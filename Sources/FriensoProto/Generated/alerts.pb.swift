@@ -2407,13 +2407,16 @@ extension AlertsV1 {
     /// `frienso.alerts.v1.RaiseHelpNowRequest`
     public struct RaiseHelpNowRequest: ProtoMessage {
         public var message: String
+        public var fix: Optional<AlertsV1.DeviceFix>
 
         public init() {
         self.message = ""
+        self.fix = nil
         }
 
-        public init(message: String = "") {
+        public init(message: String = "", fix: AlertsV1.DeviceFix? = nil) {
         self.message = message
+        self.fix = fix
         }
     }
 }
@@ -2451,21 +2454,27 @@ extension AlertsV1.RaiseHelpNowRequest {
 
     func copy(into c: inout Frienso__Alerts__V1__RaiseHelpNowRequest, arena: ProtoArena) {
         if !self.message.isEmpty { c.message = arena.string(self.message) }
+        if let value = self.fix {
+            c.fix = arena.message(of: Frienso__Alerts__V1__DeviceFix.self) { frienso__alerts__v1__device_fix__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
     }
 
     init(c: Frienso__Alerts__V1__RaiseHelpNowRequest) {
         self.message = ProtoRuntime.string(c.message)
+        self.fix = c.fix.map { AlertsV1.DeviceFix(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
-        .object([("message", .string(self.message))])
+        .object([("message", .string(self.message)), ("fix", self.fix.map { $0.jsonValue } ?? .null)])
     }
 
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"message":"#.utf8)
         JSONValue.quote(self.message, into: &out)
+        out.append(contentsOf: #","fix":"#.utf8)
+        JSONText.message(self.fix, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -2475,6 +2484,119 @@ extension AlertsV1.RaiseHelpNowRequest {
         for (key, value) in try ProtoJSON.object(json, Self.protoName) {
             switch key {
             case "message": self.message = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "fix": self.fix = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AlertsV1.DeviceFix.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.fix?.largestUInt64 ?? 0)
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(message: ProtoSample.string(seed, "message"), fix: seed % 4 == 3 ? nil : (depth < 3 ? AlertsV1.DeviceFix.sample(seed: seed &+ 2, depth: depth + 1) : AlertsV1.DeviceFix()))
+    }
+}
+
+extension AlertsV1 {
+    /// `frienso.alerts.v1.DeviceFix`
+    public struct DeviceFix: ProtoMessage {
+        public var latitude: Double
+        public var longitude: Double
+        public var accuracyM: Double
+        public var deviceTimeMs: Int64
+
+        public init() {
+        self.latitude = 0
+        self.longitude = 0
+        self.accuracyM = 0
+        self.deviceTimeMs = 0
+        }
+
+        public init(latitude: Double = 0, longitude: Double = 0, accuracyM: Double = 0, deviceTimeMs: Int64 = 0) {
+        self.latitude = latitude
+        self.longitude = longitude
+        self.accuracyM = accuracyM
+        self.deviceTimeMs = deviceTimeMs
+        }
+    }
+}
+
+extension AlertsV1.DeviceFix {
+    public static let protoName = "frienso.alerts.v1.DeviceFix"
+
+    public func serializedBytes() -> [UInt8] {
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__DeviceFix()
+            frienso__alerts__v1__device_fix__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__device_fix__get_packed_size, pack: frienso__alerts__v1__device_fix__pack)
+        }
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__DeviceFix()
+            frienso__alerts__v1__device_fix__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__device_fix__get_packed_size, pack: frienso__alerts__v1__device_fix__pack, into: allocate)
+        }
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.DeviceFix", unpack: frienso__alerts__v1__device_fix__unpack) { Self(c: $0.pointee) }
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.DeviceFix", unpack: frienso__alerts__v1__device_fix__unpack) { Self(c: $0.pointee) }
+    }
+
+    func copy(into c: inout Frienso__Alerts__V1__DeviceFix, arena _: ProtoArena) {
+        c.latitude = self.latitude
+        c.longitude = self.longitude
+        c.accuracy_m = self.accuracyM
+        c.device_time_ms = self.deviceTimeMs
+    }
+
+    init(c: Frienso__Alerts__V1__DeviceFix) {
+        self.latitude = c.latitude
+        self.longitude = c.longitude
+        self.accuracyM = c.accuracy_m
+        self.deviceTimeMs = c.device_time_ms
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("accuracyM", .number(Double(self.accuracyM))), ("deviceTimeMs", .string(String(self.deviceTimeMs)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"latitude":"#.utf8)
+        JSONText.number(Double(self.latitude), into: &out)
+        out.append(contentsOf: #","longitude":"#.utf8)
+        JSONText.number(Double(self.longitude), into: &out)
+        out.append(contentsOf: #","accuracyM":"#.utf8)
+        JSONText.number(Double(self.accuracyM), into: &out)
+        out.append(contentsOf: #","deviceTimeMs":"#.utf8)
+        JSONText.quoted(self.deviceTimeMs, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "latitude": self.latitude = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "longitude": self.longitude = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "accuracyM", "accuracy_m": self.accuracyM = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "deviceTimeMs", "device_time_ms": self.deviceTimeMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
             default: throw ProtoJSON.unknown(key, Self.protoName)
             }
         }
@@ -2487,7 +2609,7 @@ extension AlertsV1.RaiseHelpNowRequest {
 
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
-        Self(message: ProtoSample.string(seed, "message"))
+        Self(latitude: Double(seed) * 1.5 - 1.25, longitude: Double(seed) * 1.5 - 2.25, accuracyM: Double(seed) * 1.5 - 3.25, deviceTimeMs: ProtoSample.int64(seed, 4))
     }
 }
 

@@ -1960,13 +1960,22 @@ extension GeoV1 {
     /// `frienso.geo.v1.LatestLocationRequest`
     public struct LatestLocationRequest: ProtoMessage {
         public var userId: UInt64
+        public var hasPoint: Bool
+        public var latitude: Double
+        public var longitude: Double
 
         public init() {
         self.userId = 0
+        self.hasPoint = false
+        self.latitude = 0
+        self.longitude = 0
         }
 
-        public init(userId: UInt64 = 0) {
+        public init(userId: UInt64 = 0, hasPoint: Bool = false, latitude: Double = 0, longitude: Double = 0) {
         self.userId = userId
+        self.hasPoint = hasPoint
+        self.latitude = latitude
+        self.longitude = longitude
         }
     }
 }
@@ -2004,21 +2013,33 @@ extension GeoV1.LatestLocationRequest {
 
     func copy(into c: inout Frienso__Geo__V1__LatestLocationRequest, arena _: ProtoArena) {
         c.user_id = self.userId
+        c.has_point = (self.hasPoint ? 1 : 0)
+        c.latitude = self.latitude
+        c.longitude = self.longitude
     }
 
     init(c: Frienso__Geo__V1__LatestLocationRequest) {
         self.userId = c.user_id
+        self.hasPoint = (c.has_point != 0)
+        self.latitude = c.latitude
+        self.longitude = c.longitude
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
-        .object([("userId", .string(String(self.userId)))])
+        .object([("userId", .string(String(self.userId))), ("hasPoint", .bool(self.hasPoint)), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude)))])
     }
 
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"userId":"#.utf8)
         JSONText.quoted(self.userId, into: &out)
+        out.append(contentsOf: #","hasPoint":"#.utf8)
+        JSONText.bool(self.hasPoint, into: &out)
+        out.append(contentsOf: #","latitude":"#.utf8)
+        JSONText.number(Double(self.latitude), into: &out)
+        out.append(contentsOf: #","longitude":"#.utf8)
+        JSONText.number(Double(self.longitude), into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -2028,6 +2049,9 @@ extension GeoV1.LatestLocationRequest {
         for (key, value) in try ProtoJSON.object(json, Self.protoName) {
             switch key {
             case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "hasPoint", "has_point": self.hasPoint = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "latitude": self.latitude = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "longitude": self.longitude = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
             default: throw ProtoJSON.unknown(key, Self.protoName)
             }
         }
@@ -2040,7 +2064,7 @@ extension GeoV1.LatestLocationRequest {
 
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
-        Self(userId: ProtoSample.uint64(seed, 1))
+        Self(userId: ProtoSample.uint64(seed, 1), hasPoint: seed % 2 == 0, latitude: Double(seed) * 1.5 - 3.25, longitude: Double(seed) * 1.5 - 4.25)
     }
 }
 

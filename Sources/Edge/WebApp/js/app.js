@@ -351,13 +351,28 @@ async function loadCheckIns() {
 
 // ---- helpNow ----
 
-$("#help").addEventListener("click", () => { $("#help-confirm").hidden = false; });
+// Where the phone is as the alert goes: asked for when the button is pressed, so that it has
+// usually arrived by the confirmation; the alert never waits for it (without it, the alert
+// carries the last location the service has).
+let helpFix = null;
+$("#help").addEventListener("click", () => {
+  $("#help-confirm").hidden = false;
+  helpFix = null;
+  navigator.geolocation?.getCurrentPosition(
+    (position) => {
+      helpFix = { latitude: position.coords.latitude, longitude: position.coords.longitude,
+                  accuracyM: Math.min(position.coords.accuracy ?? 0, 100000), deviceTimeMs: String(Math.round(position.timestamp || Date.now())) };
+    },
+    () => {}, { enableHighAccuracy: true, maximumAge: 30000, timeout: 10000 });
+});
 $("#help-no").addEventListener("click", () => { $("#help-confirm").hidden = true; });
 $("#help-yes").addEventListener("click", async () => {
   $("#help-confirm").hidden = true;
   $("#help-status").textContent = "Sending your alert…";
   try {
-    const reply = await call("alerts.RaiseHelpNow", { message: $("#help-message").value }, { mutation: true });
+    const request = { message: $("#help-message").value };
+    if (helpFix) request.fix = helpFix;
+    const reply = await call("alerts.RaiseHelpNow", request, { mutation: true });
     $("#help-status").textContent = reply.nobodyNotified
       ? "Nobody is in your circle: call the emergency number now."
       : `Your circle was alerted (${reply.notified}). Call the emergency number if you are in danger.`;

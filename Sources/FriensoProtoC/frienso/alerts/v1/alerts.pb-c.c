@@ -817,6 +817,51 @@ void   frienso__alerts__v1__raise_help_now_request__free_unpacked
   assert(message->base.descriptor == &frienso__alerts__v1__raise_help_now_request__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__alerts__v1__device_fix__init
+                     (Frienso__Alerts__V1__DeviceFix         *message)
+{
+  static const Frienso__Alerts__V1__DeviceFix init_value = FRIENSO__ALERTS__V1__DEVICE_FIX__INIT;
+  *message = init_value;
+}
+size_t frienso__alerts__v1__device_fix__get_packed_size
+                     (const Frienso__Alerts__V1__DeviceFix *message)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__device_fix__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__alerts__v1__device_fix__pack
+                     (const Frienso__Alerts__V1__DeviceFix *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__device_fix__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__alerts__v1__device_fix__pack_to_buffer
+                     (const Frienso__Alerts__V1__DeviceFix *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__device_fix__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Alerts__V1__DeviceFix *
+       frienso__alerts__v1__device_fix__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Alerts__V1__DeviceFix *)
+     protobuf_c_message_unpack (&frienso__alerts__v1__device_fix__descriptor,
+                                allocator, len, data);
+}
+void   frienso__alerts__v1__device_fix__free_unpacked
+                     (Frienso__Alerts__V1__DeviceFix *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__alerts__v1__device_fix__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   frienso__alerts__v1__raise_help_now_response__init
                      (Frienso__Alerts__V1__RaiseHelpNowResponse         *message)
 {
@@ -3821,7 +3866,7 @@ const ProtobufCMessageDescriptor frienso__alerts__v1__escalation__descriptor =
   (ProtobufCMessageInit) frienso__alerts__v1__escalation__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor frienso__alerts__v1__raise_help_now_request__field_descriptors[1] =
+static const ProtobufCFieldDescriptor frienso__alerts__v1__raise_help_now_request__field_descriptors[2] =
 {
   {
     "message",
@@ -3835,14 +3880,27 @@ static const ProtobufCFieldDescriptor frienso__alerts__v1__raise_help_now_reques
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "fix",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__RaiseHelpNowRequest, fix),
+    &frienso__alerts__v1__device_fix__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned frienso__alerts__v1__raise_help_now_request__field_indices_by_name[] = {
+  1,   /* field[1] = fix */
   0,   /* field[0] = message */
 };
 static const ProtobufCIntRange frienso__alerts__v1__raise_help_now_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor frienso__alerts__v1__raise_help_now_request__descriptor =
 {
@@ -3852,11 +3910,88 @@ const ProtobufCMessageDescriptor frienso__alerts__v1__raise_help_now_request__de
   "Frienso__Alerts__V1__RaiseHelpNowRequest",
   "frienso.alerts.v1",
   sizeof(Frienso__Alerts__V1__RaiseHelpNowRequest),
-  1,
+  2,
   frienso__alerts__v1__raise_help_now_request__field_descriptors,
   frienso__alerts__v1__raise_help_now_request__field_indices_by_name,
   1,  frienso__alerts__v1__raise_help_now_request__number_ranges,
   (ProtobufCMessageInit) frienso__alerts__v1__raise_help_now_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__alerts__v1__device_fix__field_descriptors[4] =
+{
+  {
+    "latitude",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__DeviceFix, latitude),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "longitude",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__DeviceFix, longitude),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "accuracy_m",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__DeviceFix, accuracy_m),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "device_time_ms",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__DeviceFix, device_time_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__alerts__v1__device_fix__field_indices_by_name[] = {
+  2,   /* field[2] = accuracy_m */
+  3,   /* field[3] = device_time_ms */
+  0,   /* field[0] = latitude */
+  1,   /* field[1] = longitude */
+};
+static const ProtobufCIntRange frienso__alerts__v1__device_fix__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor frienso__alerts__v1__device_fix__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.alerts.v1.DeviceFix",
+  "DeviceFix",
+  "Frienso__Alerts__V1__DeviceFix",
+  "frienso.alerts.v1",
+  sizeof(Frienso__Alerts__V1__DeviceFix),
+  4,
+  frienso__alerts__v1__device_fix__field_descriptors,
+  frienso__alerts__v1__device_fix__field_indices_by_name,
+  1,  frienso__alerts__v1__device_fix__number_ranges,
+  (ProtobufCMessageInit) frienso__alerts__v1__device_fix__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor frienso__alerts__v1__raise_help_now_response__field_descriptors[4] =

@@ -4794,7 +4794,7 @@ const ProtobufCMessageDescriptor frienso__geo__v1__delete_history_response__desc
   (ProtobufCMessageInit) frienso__geo__v1__delete_history_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor frienso__geo__v1__latest_location_request__field_descriptors[1] =
+static const ProtobufCFieldDescriptor frienso__geo__v1__latest_location_request__field_descriptors[4] =
 {
   {
     "user_id",
@@ -4808,14 +4808,53 @@ static const ProtobufCFieldDescriptor frienso__geo__v1__latest_location_request_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "has_point",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__LatestLocationRequest, has_point),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "latitude",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__LatestLocationRequest, latitude),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "longitude",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__LatestLocationRequest, longitude),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned frienso__geo__v1__latest_location_request__field_indices_by_name[] = {
+  1,   /* field[1] = has_point */
+  2,   /* field[2] = latitude */
+  3,   /* field[3] = longitude */
   0,   /* field[0] = user_id */
 };
 static const ProtobufCIntRange frienso__geo__v1__latest_location_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor frienso__geo__v1__latest_location_request__descriptor =
 {
@@ -4825,7 +4864,7 @@ const ProtobufCMessageDescriptor frienso__geo__v1__latest_location_request__desc
   "Frienso__Geo__V1__LatestLocationRequest",
   "frienso.geo.v1",
   sizeof(Frienso__Geo__V1__LatestLocationRequest),
-  1,
+  4,
   frienso__geo__v1__latest_location_request__field_descriptors,
   frienso__geo__v1__latest_location_request__field_indices_by_name,
   1,  frienso__geo__v1__latest_location_request__number_ranges,

@@ -33,6 +33,7 @@ typedef struct Frienso__Alerts__V1__EmergencyPrompt Frienso__Alerts__V1__Emergen
 typedef struct Frienso__Alerts__V1__HelpAlert Frienso__Alerts__V1__HelpAlert;
 typedef struct Frienso__Alerts__V1__Escalation Frienso__Alerts__V1__Escalation;
 typedef struct Frienso__Alerts__V1__RaiseHelpNowRequest Frienso__Alerts__V1__RaiseHelpNowRequest;
+typedef struct Frienso__Alerts__V1__DeviceFix Frienso__Alerts__V1__DeviceFix;
 typedef struct Frienso__Alerts__V1__RaiseHelpNowResponse Frienso__Alerts__V1__RaiseHelpNowResponse;
 typedef struct Frienso__Alerts__V1__ResolveHelpNowRequest Frienso__Alerts__V1__ResolveHelpNowRequest;
 typedef struct Frienso__Alerts__V1__ResolveHelpNowResponse Frienso__Alerts__V1__ResolveHelpNowResponse;
@@ -553,6 +554,8 @@ struct  Frienso__Alerts__V1__Escalation
 /*
  * Raise an alert; send it with an idempotency key (the CLI does): a retry never sends twice.
  * While one is active, raising returns it (already_active = true) and sends nothing new.
+ * The phone sends its own fix when it has one: the alert then carries where the person is as
+ * they raise it, not the last fix geo stored (which may be old, or missing while sharing is off).
  */
 struct  Frienso__Alerts__V1__RaiseHelpNowRequest
 {
@@ -561,10 +564,32 @@ struct  Frienso__Alerts__V1__RaiseHelpNowRequest
    * at most 500 characters
    */
   char *message;
+  /*
+   * optional
+   */
+  Frienso__Alerts__V1__DeviceFix *fix;
 };
 #define FRIENSO__ALERTS__V1__RAISE_HELP_NOW_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__alerts__v1__raise_help_now_request__descriptor) \
-    , (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, NULL }
+
+
+/*
+ * A fix as the phone took it: latitude -90..90, longitude -180..180, accuracy 0..100,000 m,
+ * device time required and not more than 5 minutes ahead of the server's clock (geo's rules
+ * for a location update).
+ */
+struct  Frienso__Alerts__V1__DeviceFix
+{
+  ProtobufCMessage base;
+  double latitude;
+  double longitude;
+  double accuracy_m;
+  int64_t device_time_ms;
+};
+#define FRIENSO__ALERTS__V1__DEVICE_FIX__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__alerts__v1__device_fix__descriptor) \
+    , 0, 0, 0, 0 }
 
 
 struct  Frienso__Alerts__V1__RaiseHelpNowResponse
@@ -1571,6 +1596,25 @@ Frienso__Alerts__V1__RaiseHelpNowRequest *
 void   frienso__alerts__v1__raise_help_now_request__free_unpacked
                      (Frienso__Alerts__V1__RaiseHelpNowRequest *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Alerts__V1__DeviceFix methods */
+void   frienso__alerts__v1__device_fix__init
+                     (Frienso__Alerts__V1__DeviceFix         *message);
+size_t frienso__alerts__v1__device_fix__get_packed_size
+                     (const Frienso__Alerts__V1__DeviceFix   *message);
+size_t frienso__alerts__v1__device_fix__pack
+                     (const Frienso__Alerts__V1__DeviceFix   *message,
+                      uint8_t             *out);
+size_t frienso__alerts__v1__device_fix__pack_to_buffer
+                     (const Frienso__Alerts__V1__DeviceFix   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Alerts__V1__DeviceFix *
+       frienso__alerts__v1__device_fix__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__alerts__v1__device_fix__free_unpacked
+                     (Frienso__Alerts__V1__DeviceFix *message,
+                      ProtobufCAllocator *allocator);
 /* Frienso__Alerts__V1__RaiseHelpNowResponse methods */
 void   frienso__alerts__v1__raise_help_now_response__init
                      (Frienso__Alerts__V1__RaiseHelpNowResponse         *message);
@@ -2387,6 +2431,9 @@ typedef void (*Frienso__Alerts__V1__Escalation_Closure)
 typedef void (*Frienso__Alerts__V1__RaiseHelpNowRequest_Closure)
                  (const Frienso__Alerts__V1__RaiseHelpNowRequest *message,
                   void *closure_data);
+typedef void (*Frienso__Alerts__V1__DeviceFix_Closure)
+                 (const Frienso__Alerts__V1__DeviceFix *message,
+                  void *closure_data);
 typedef void (*Frienso__Alerts__V1__RaiseHelpNowResponse_Closure)
                  (const Frienso__Alerts__V1__RaiseHelpNowResponse *message,
                   void *closure_data);
@@ -2542,6 +2589,7 @@ extern const ProtobufCMessageDescriptor frienso__alerts__v1__emergency_prompt__d
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__help_alert__descriptor;
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__escalation__descriptor;
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__raise_help_now_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__alerts__v1__device_fix__descriptor;
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__raise_help_now_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__resolve_help_now_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__resolve_help_now_response__descriptor;

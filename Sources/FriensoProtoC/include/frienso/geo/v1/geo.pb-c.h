@@ -470,16 +470,21 @@ struct  Frienso__Geo__V1__DeleteHistoryResponse
 
 
 /*
- * Internal: the latest fix of a user, for alerts (helpNow) and social (exchange).
+ * Internal: the latest fix of a user, for alerts (helpNow) and social (exchange). With a point
+ * (the phone's own fix, sent with a helpNow), place_name names the place at or near that point
+ * instead of the stored fix.
  */
 struct  Frienso__Geo__V1__LatestLocationRequest
 {
   ProtobufCMessage base;
   uint64_t user_id;
+  protobuf_c_boolean has_point;
+  double latitude;
+  double longitude;
 };
 #define FRIENSO__GEO__V1__LATEST_LOCATION_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__latest_location_request__descriptor) \
-    , 0 }
+    , 0, 0, 0, 0 }
 
 
 struct  Frienso__Geo__V1__LatestLocationResponse
@@ -488,7 +493,7 @@ struct  Frienso__Geo__V1__LatestLocationResponse
   protobuf_c_boolean found;
   Frienso__Geo__V1__Fix *fix;
   /*
-   * the building or venue the fix is at or near ("" when none)
+   * the building or venue the fix (or the point) is at or near ("" when none)
    */
   char *place_name;
 };
