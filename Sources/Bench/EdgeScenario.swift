@@ -282,17 +282,9 @@ enum Wrk {
         wrk.headers["Content-Type"] = "application/json"
         wrk.headers["Authorization"] = "Bearer \(token)"
         """.write(toFile: script, atomically: true, encoding: .utf8)
+        // posix_spawn (`Spawn`), as for every other child the benchmark starts: not Foundation's `Process`.
         let output = await offPool { () -> String in
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: wrk)
-            process.arguments = ["-t", "2", "-c", String(connections), "-d", "\(seconds)s", "--latency", "-s", script, url]
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            process.standardError = pipe
-            guard (try? process.run()) != nil else { return "" }
-            let data = pipe.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return String(decoding: data, as: UTF8.self)
+            Spawn.run([wrk, "-t", "2", "-c", String(connections), "-d", "\(seconds)s", "--latency", "-s", script, url]).output
         }
         return parse(output)
     }

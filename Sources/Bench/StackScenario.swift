@@ -257,7 +257,11 @@ public enum StackScenario {
                     _ = try await c.call(AlertsV1.AlertsService.resolveHelpNow, AlertsV1.ResolveHelpNowRequest(alertId: open), mutation: true)
                     openAlerts[i] = nil
                 } else {
-                    let raised = try await c.call(AlertsV1.AlertsService.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "bench"), mutation: true)
+                    // With the phone's own fix, as the web app and the CLI send it (geo names its place).
+                    let fix = AlertsV1.DeviceFix(latitude: points.lat[i], longitude: points.lon[i], accuracyM: 10,
+                                                 deviceTimeMs: Int64(Date().timeIntervalSince1970 * 1000))
+                    let raised = try await c.call(AlertsV1.AlertsService.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "bench", fix: fix),
+                                                  mutation: true)
                     openAlerts[i] = raised.alert?.alertId
                 }
             }
