@@ -47,6 +47,7 @@ public final class AlertsWorker: Service, Sendable {
                 group.addTask { await Self.deliveryLoop(service, logger) }
                 group.addTask { await Self.maintenanceLoop(service, logger) }
                 group.addTask { await Self.noticeLoop(service, logger) }
+                group.addTask { await Self.circleCopyLoop(service, logger) }
                 for subscriber in [subscriber, geoSubscriber].compactMap({ $0 }) {
                     group.addTask {
                         for await _ in subscriber.events { service.noticeBell.ring() }
@@ -106,6 +107,28 @@ public final class AlertsWorker: Service, Sendable {
             wait = max(1, wait)
             service.maintenanceWakeAt.store(service.now() + wait, ordering: .sequentiallyConsistent)
             await service.maintenanceBell.wait(timeout: .milliseconds(wait))
+        }
+    }
+
+    /// Loads the copy of every circle (`CircleCopy`) once the graph replica has loaded, and again
+    /// whenever the replica loads afresh (a new generation: every entry is out of date then).
+    /// Checked ten times a second until the first load, then once a second; a failed load is
+    /// tried again at the next check.
+    private static func circleCopyLoop(_ service: AlertsService, _ logger: Logger) async {
+        var failing = false
+        while !Task.isCancelled {
+            if let clock = service.peers.circleClock(of: 0), clock.generation != service.circleCopy.loadedGeneration {
+                do {
+                    if let owners = try await service.loadCircleCopy() {
+                        logger.info("the copy of the core circles is loaded", metadata: ["owners": "\(owners)"])
+                    }
+                    failing = false
+                } catch {
+                    if !failing { logger.warning("the copy of the core circles could not be loaded; retrying", metadata: ["error": "\(error)"]) }
+                    failing = true
+                }
+            }
+            try? await Task.sleep(for: service.circleCopy.loadedGeneration == nil ? .milliseconds(100) : .seconds(1))
         }
     }
 

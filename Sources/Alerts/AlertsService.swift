@@ -70,6 +70,9 @@ public final class AlertsService: Sendable {
     public let maintenancePasses = Atomic<Int>(0)
     /// When the maintenance loop will wake next (ms), or 0 while it runs a pass.
     let maintenanceWakeAt = Atomic<Int64>(0)
+    /// Every core circle, so that a helpNow need not wait for social (`CircleCopy`; loaded by the
+    /// worker once the graph replica has loaded).
+    let circleCopy: CircleCopy
 
     /// Opens `<directory>/alerts.sqlite`.
     /// - Parameters:
@@ -108,6 +111,23 @@ public final class AlertsService: Sendable {
         self.sms = sms ?? RecordingProvider(name: "outbox-sms", store: store, logger: logger, now: clock)
         self.push = push ?? RecordingProvider(name: "outbox-push", store: store, logger: logger, now: clock)
         replyStore = AnyReplyStore(store.replies)
+        circleCopy = CircleCopy { [peers] owner in peers.circleClock(of: owner) }
+    }
+
+    /// Loads the copy of every circle (`CircleCopy`) from social's snapshot, a page of owners at
+    /// a time. - Returns: the owners with someone in their circle; nil: no replica loaded yet.
+    @discardableResult
+    func loadCircleCopy(ownersPerPage: Int = 500) async throws -> Int? {
+        guard let before = peers.circleClock(of: 0) else { return nil }
+        var circles: [UInt64: [CircleContact]] = [:]
+        var after: UInt64 = 0
+        repeat {
+            let page = try await peers.circles(afterOwner: after, owners: ownersPerPage)
+            for circle in page.circles { circles[circle.owner] = circle.contacts }
+            after = page.next
+        } while after != 0
+        circleCopy.replaceAll(circles, readAfter: before)
+        return circles.count
     }
 
     /// Calls `observer` with the deliveries each pass finished (replacing any earlier one).

@@ -12,6 +12,7 @@ extension AlertsService {
         guard request.addresses.count <= 8, request.addresses.allSatisfy({ !$0.isEmpty && $0.utf8.count <= 320 }) else {
             throw RPCError.invalidArgument("addresses: at most 8, each 1-320 bytes")
         }
+        circleCopy.forget(request.userId) // their invited numbers leave memory too
         let erased = try await store.erase(request.userId, addresses: request.addresses, traces: request.traces)
         try await store.scrubErasedRows()
         if erased > 0 { context.logger.info("erased a deleted account", metadata: ["user-id": "\(request.userId)", "rows": "\(erased)"]) }

@@ -31,12 +31,25 @@ extension AlertsService {
         // They start with the read of this person's alerts, not after it: a raise waited for that
         // read before asking (`docs/benchmarks.md`, issue 16, item 124). A raise the read answers
         // (a retry, or one while an alert is active) leaves, and the lookups are cancelled unread.
-        let peers = peers, logger = logger
+        // The circle from alerts' copy when it holds it as it is (`CircleCopy`): no wait for
+        // social (item 167 of `docs/benchmarks.md`); otherwise social's answer, kept in the copy.
+        let peers = peers, logger = logger, copy = circleCopy
+        let copied = copy.circle(of: caller)
         async let circleLookup: [CircleContact] = {
-            do { return try await peers.circle(of: caller) } catch {
-                if !Task.isCancelled {
-                    logger.error("helpNow: the core circle could not be read; the alert goes to nobody", metadata: ["error": "\(error)"])
+            if let copied { return copied }
+            let before = copy.clock(caller)
+            do {
+                let circle = try await peers.circleFromSocial(of: caller)
+                if let before { copy.keep(circle, of: caller, readAfter: before) }
+                return circle
+            } catch {
+                // A lookup its raise no longer needs (cancelled) is not social failing.
+                if Task.isCancelled { return [] }
+                if let code = (error as? RPCError)?.code, code == .unavailable || code == .deadlineExceeded {
+                    logger.warning("social did not answer: the circle comes from the replica (no invited phone numbers)", metadata: ["user": "\(caller)"])
+                    return peers.circleFromReplica(of: caller)
                 }
+                logger.error("helpNow: the core circle could not be read; the alert goes to nobody", metadata: ["error": "\(error)"])
                 return []
             }
         }()

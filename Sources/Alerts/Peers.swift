@@ -14,8 +14,18 @@ public enum CircleContact: Sendable, Hashable {
 
 /// What alerts asks of the other services. `RemotePeers` calls them; tests use a stand-in.
 public protocol AlertsPeers: Sendable {
-    /// The accepted members of `owner`'s core circle and the invited phone numbers, in circle order.
+    /// The accepted members of `owner`'s core circle and the invited phone numbers, in circle
+    /// order; from the replica (accepted members only) when social does not answer.
     func circle(of owner: UInt64) async throws -> [CircleContact]
+    /// The same from social alone (what alerts' copy of the circles keeps).
+    func circleFromSocial(of owner: UInt64) async throws -> [CircleContact]
+    /// The accepted members by the graph replica (no invited numbers: they are not replicated).
+    func circleFromReplica(of owner: UInt64) -> [CircleContact]
+    /// Whole circles of up to `owners` owners after `afterOwner`, by owner (social's
+    /// `CircleSnapshot`); `next` 0 after the last page.
+    func circles(afterOwner: UInt64, owners: Int) async throws -> (circles: [(owner: UInt64, contacts: [CircleContact])], next: UInt64)
+    /// The graph replica's count of circle changes (`CircleCopy`); nil: no replica, or not loaded.
+    func circleClock(of owner: UInt64) -> CircleClock?
     /// Pending coreFriend requests addressed to `member`: who asked, and when.
     func circleRequests(for member: UInt64) async throws -> [(owner: UInt64, atMs: Int64)]
     func respondToCircleRequest(member: UInt64, owner: UInt64, accept: Bool) async throws
@@ -43,6 +53,7 @@ public struct RemotePeers: AlertsPeers {
     let social: WireClient
     let geo: WireClient
     let replicaCircle: @Sendable (UInt64) -> [UInt64]
+    let replicaClock: @Sendable (UInt64) -> CircleClock?
     /// Names from memory (accounts' profiles stream); nil: asked of accounts.
     let profiles: ProfileReplica?
     let logger: Logger
@@ -50,8 +61,10 @@ public struct RemotePeers: AlertsPeers {
     let deadline: Duration
 
     public init(accounts: WireClient, social: WireClient, geo: WireClient, deadline: Duration = .seconds(1), logger: Logger,
-                profiles: ProfileReplica? = nil, replicaCircle: @escaping @Sendable (UInt64) -> [UInt64]) {
+                profiles: ProfileReplica? = nil, replicaCircle: @escaping @Sendable (UInt64) -> [UInt64],
+                replicaClock: @escaping @Sendable (UInt64) -> CircleClock? = { _ in nil }) {
         self.profiles = profiles
+        self.replicaClock = replicaClock
         self.accounts = accounts
         self.social = social
         self.geo = geo
@@ -63,15 +76,33 @@ public struct RemotePeers: AlertsPeers {
     private func options() -> CallOptions { CallOptions(deadline: deadline, idempotent: true) }
 
     public func circle(of owner: UInt64) async throws -> [CircleContact] {
-        let members: [SocialV1.CircleMember]
         do {
-            members = try await social.call(SocialV1.SocialService.circleOf, SocialV1.CircleOfRequest(ownerUserId: owner), options: options()).members
+            return try await circleFromSocial(of: owner)
         } catch {
             // A lookup its raise no longer needs (cancelled) is not social failing.
-            guard error.code == .unavailable || error.code == .deadlineExceeded, !Task.isCancelled else { throw error }
+            guard let code = (error as? RPCError)?.code, code == .unavailable || code == .deadlineExceeded, !Task.isCancelled else { throw error }
             logger.warning("social did not answer: the circle comes from the replica (no invited phone numbers)", metadata: ["user": "\(owner)"])
-            return replicaCircle(owner).map { CircleContact.user($0) }
+            return circleFromReplica(of: owner)
         }
+    }
+
+    public func circleFromReplica(of owner: UInt64) -> [CircleContact] { replicaCircle(owner).map { CircleContact.user($0) } }
+
+    public func circleClock(of owner: UInt64) -> CircleClock? { replicaClock(owner) }
+
+    public func circles(afterOwner: UInt64, owners: Int) async throws -> (circles: [(owner: UInt64, contacts: [CircleContact])], next: UInt64) {
+        let page = try await social.call(SocialV1.SocialService.circleSnapshot, SocialV1.CircleSnapshotRequest(afterOwner: afterOwner, limit: UInt32(owners)),
+                                         options: CallOptions(deadline: .seconds(30), idempotent: true))
+        var circles: [(owner: UInt64, contacts: [CircleContact])] = []
+        for entry in page.entries {
+            let contact: CircleContact = entry.member != 0 ? .user(entry.member) : .phone(entry.phone)
+            if circles.last?.owner == entry.owner { circles[circles.count - 1].contacts.append(contact) } else { circles.append((entry.owner, [contact])) }
+        }
+        return (circles, page.nextAfterOwner)
+    }
+
+    public func circleFromSocial(of owner: UInt64) async throws -> [CircleContact] {
+        let members = try await social.call(SocialV1.SocialService.circleOf, SocialV1.CircleOfRequest(ownerUserId: owner), options: options()).members
         var contacts: [CircleContact] = []
         for member in members {
             if member.state == .accepted, let user = member.user {

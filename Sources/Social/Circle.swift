@@ -20,6 +20,19 @@ extension SocialService {
         return SocialV1.ShowCircleResponse(members: members.map { Self.view($0, [:]) }, limit: UInt32(circleLimit))
     }
 
+    /// Whole circles, a page of owners at a time, for alerts' copy (the proto says why).
+    public func circleSnapshot(_ request: SocialV1.CircleSnapshotRequest, _ context: RequestContext) async throws -> SocialV1.CircleSnapshotResponse {
+        guard request.limit <= 1_000 else { throw RPCError.invalidArgument("limit: at most 1,000 owners a page") }
+        let owners = request.limit == 0 ? 500 : Int(request.limit)
+        let records = try await store.circles(afterOwner: request.afterOwner, owners: owners)
+        var response = SocialV1.CircleSnapshotResponse(entries: records.map { SocialV1.CircleEntry(owner: $0.owner, member: $0.member, phone: $0.phone) })
+        // Fewer owners than asked for: the last page.
+        var seen = 0, last: UInt64 = 0
+        for record in records where record.owner != last { (seen, last) = (seen + 1, record.owner) }
+        if seen == owners { response.nextAfterOwner = last }
+        return response
+    }
+
     public func circleRequestsFor(_ request: SocialV1.CircleRequestsForRequest, _ context: RequestContext) async throws -> SocialV1.ListCircleRequestsResponse {
         try await listCircleRequests(SocialV1.ListCircleRequestsRequest(), try Self.acting(as: request.memberUserId, context))
     }
@@ -152,7 +165,7 @@ extension SQLiteSocialStore {
 
     /// Adds a friend (state pending: a coreFriend request) or a phone number (state invited).
     func addToCircle(owner: UInt64, member: UInt64, phone: String, limit: Int, now: Int64) async throws -> CircleRecord {
-        try await database.write { db in
+        try await mutate { db, events in
             if member != 0 {
                 guard member != owner else { throw CircleRefusal.yourself }
                 guard try Self.areFriends(db, owner, member) else { throw CircleRefusal.notFriends }
@@ -169,6 +182,7 @@ extension SQLiteSocialStore {
                 INSERT OR REPLACE INTO circle (owner, member, phone, state, added_at_ms, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?)
                 """, arguments: [owner, member, phone, state.rawValue, now, now])
             try Self.addNotice(db, member == 0 ? .circleInvite : .circleRequest, from: owner, toUser: member, toPhone: phone, now: now)
+            if member == 0 { events.append(Self.event(.circleInvitesChanged, owner, 0)) }
             return try Self.circleRow(db, owner: owner, member: member, phone: phone)
         }
     }
@@ -180,6 +194,7 @@ extension SQLiteSocialStore {
             try db.run(sql: "DELETE FROM circle WHERE owner = ? AND member = ? AND phone = ?", arguments: [owner, member, phone])
             guard db.changesCount == 1 else { throw CircleRefusal.notMember }
             if wasAccepted { events.append(Self.event(.circleMemberRemoved, owner, member)) }
+            if member == 0 { events.append(Self.event(.circleInvitesChanged, owner, 0)) }
         }
     }
 
@@ -202,6 +217,16 @@ extension SQLiteSocialStore {
         try await database.read { db in
             try Row.fetchAll(db, cached: "SELECT * FROM circle WHERE owner = ? ORDER BY added_at_ms, rowid", arguments: [owner],
                              as: CircleRecord.init(row:))
+        }
+    }
+
+    func circles(afterOwner: UInt64, owners: Int) async throws -> [CircleRecord] {
+        let kept = "state IN (\(SocialV1.CircleState.accepted.rawValue), \(SocialV1.CircleState.invited.rawValue))"
+        return try await database.read { db in
+            try Row.fetchAll(db, cached: """
+                SELECT * FROM circle WHERE \(kept) AND owner IN (SELECT DISTINCT owner FROM circle WHERE owner > ? AND \(kept) ORDER BY owner LIMIT ?)
+                ORDER BY owner, added_at_ms, rowid
+                """, binding: afterOwner, owners, as: CircleRecord.init(row:))
         }
     }
 

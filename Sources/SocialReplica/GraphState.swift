@@ -10,6 +10,14 @@ public struct GraphState: Sendable {
     private var circles = Adjacency()    // owner → accepted member
     private var exchanges = Adjacency()  // both directions
     private var findableUsers: Set<UInt64> = []
+    /// This state's own number, drawn when it is made (a replica that loads a snapshot afresh
+    /// makes a new state): circle changes are counted from it.
+    public let generation = UInt64.random(in: 1...UInt64.max)
+    /// Circle changes applied to this state (accepted members, invited numbers), and for each
+    /// owner the count at their circle's last change: what tells alerts' copy of a circle
+    /// (`Alerts.CircleCopy`) that the copy may be out of date.
+    public private(set) var circleChanges: UInt64 = 0
+    private var circleChangedAt: [UInt64: UInt64] = [:]
 
     public init() {}
 
@@ -44,8 +52,9 @@ public struct GraphState: Sendable {
         case .friendshipRemoved: friends.remove(a, b); friends.remove(b, a)
         case .blockAdded: blocks.insert(a, b); blockedBy.insert(b, a)
         case .blockRemoved: blocks.remove(a, b); blockedBy.remove(b, a)
-        case .circleMemberAdded: circles.insert(a, b)
-        case .circleMemberRemoved: circles.remove(a, b)
+        case .circleMemberAdded: circles.insert(a, b); circleChanged(a)
+        case .circleMemberRemoved: circles.remove(a, b); circleChanged(a)
+        case .circleInvitesChanged: circleChanged(a)
         case .findableOn: findableUsers.insert(a)
         case .findableOff: findableUsers.remove(a)
         case .exchangeAdded: exchanges.insert(a, b); exchanges.insert(b, a)
@@ -66,6 +75,13 @@ public struct GraphState: Sendable {
     }
     /// Accepted members of `owner`'s core circle, by id.
     public func circle(of owner: UInt64) -> [UInt64] { circles.neighbours(of: owner) }
+    /// `circleChanges` when `owner`'s circle last changed in this state (0: not since it was made).
+    public func circleChangedAt(_ owner: UInt64) -> UInt64 { circleChangedAt[owner] ?? 0 }
+
+    private mutating func circleChanged(_ owner: UInt64) {
+        circleChanges += 1
+        circleChangedAt[owner] = circleChanges
+    }
     public func isFindable(_ user: UInt64) -> Bool { findableUsers.contains(user) }
     public func exchanged(_ a: UInt64, _ b: UInt64) -> Bool { exchanges.contains(a, b) }
     public var friendshipCount: Int { friends.entryCount / 2 }

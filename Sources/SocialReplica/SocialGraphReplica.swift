@@ -12,6 +12,20 @@ public enum GraphModel: CloneModel {
     public static func describe(_ state: GraphState) -> Logger.Metadata { ["friendships": "\(state.friendshipCount)"] }
 }
 
+/// A replica's count of circle changes (`GraphState.circleChanges`, in its `generation`), with
+/// where it stood when one owner's circle last changed.
+public struct CircleClock: Sendable, Equatable {
+    public var generation: UInt64
+    public var changes: UInt64
+    public var ownerChangedAt: UInt64
+
+    public init(generation: UInt64, changes: UInt64, ownerChangedAt: UInt64) {
+        self.generation = generation
+        self.changes = changes
+        self.ownerChangedAt = ownerChangedAt
+    }
+}
+
 /// A Clone replica of the social graph, for geo, alerts, media and accounts: `CloneReplica` over
 /// social's `graph` stream and its `GraphSnapshot` pages.
 public final class SocialGraphReplica: Service, Sendable {
@@ -48,6 +62,12 @@ public final class SocialGraphReplica: Service, Sendable {
     public func isFindable(_ user: UInt64) -> Bool { read { $0.isFindable(user) } }
     public func exchanged(_ a: UInt64, _ b: UInt64) -> Bool { read { $0.exchanged(a, b) } }
     public var status: Status { replica.status }
+    /// Where the replica's count of circle changes stands, and where it stood at `owner`'s last
+    /// one (`GraphState.circleChanges`); nil until the first snapshot is loaded.
+    public func circleClock(of owner: UInt64) -> CircleClock? {
+        guard isReady else { return nil }
+        return read { CircleClock(generation: $0.generation, changes: $0.circleChanges, ownerChangedAt: $0.circleChangedAt(owner)) }
+    }
 
     /// Returns once the first snapshot is loaded.
     public func ready() async { await replica.ready() }

@@ -38,7 +38,8 @@ struct AlertsCommand: AsyncParsableCommand {
                                                eventsSecurity: try plane.client(of: "accounts"), logger: logger)
         let peers = RemotePeers(accounts: toAccounts, social: toSocial,
                                 geo: try plane.client("geo", at: resolved.peer("geo"), logger: logger), logger: logger,
-                                profiles: profiles, replicaCircle: { owner in replica.read { $0.circle(of: owner) } })
+                                profiles: profiles, replicaCircle: { owner in replica.read { $0.circle(of: owner) } },
+                                replicaClock: { owner in replica.circleClock(of: owner) })
         let publisher = plane.publisher(name: "alerts", endpoint: try resolved.ownEventEndpoint(), logger: logger)
         let providers = try DeliveryProviders(resolved: resolved, logger: logger)
         let service = try await AlertsService.open(storage, instance: "\(resolved.instance)", peers: peers, events: publisher,

@@ -5,6 +5,7 @@ import FriensoTesting
 import GRDB
 import Logging
 import ServiceLifecycle
+import SocialReplica
 import Storage
 import Synchronization
 import Testing
@@ -27,6 +28,10 @@ final class FakePeers: AlertsPeers {
         var phones: [UInt64: String] = [:]
         var passwords: [UInt64: String] = [:]
         var down: Set<String> = []
+        /// Owners whose circle alerts asked social for (`circleFromSocial`), in order.
+        var socialAsked: [UInt64] = []
+        var snapshotPages = 0
+        var replica: Replica?
     }
     let state = Mutex(State())
 
@@ -37,6 +42,46 @@ final class FakePeers: AlertsPeers {
     func circle(of owner: UInt64) async throws -> [CircleContact] {
         try check("social")
         return state.withLock { $0.circles[owner] ?? [] }
+    }
+    func circleFromSocial(of owner: UInt64) async throws -> [CircleContact] {
+        try check("social")
+        return state.withLock { s in
+            s.socialAsked.append(owner)
+            return s.circles[owner] ?? []
+        }
+    }
+    func circleFromReplica(of owner: UInt64) -> [CircleContact] {
+        state.withLock { ($0.circles[owner] ?? []).filter { $0.user != nil } }
+    }
+    func circles(afterOwner: UInt64, owners: Int) async throws -> (circles: [(owner: UInt64, contacts: [CircleContact])], next: UInt64) {
+        try check("social")
+        return state.withLock { s in
+            s.snapshotPages += 1
+            let page = s.circles.filter { $0.key > afterOwner && !$0.value.isEmpty }.sorted { $0.key < $1.key }.prefix(owners).map { (owner: $0.key, contacts: $0.value) }
+            return (page, page.count == owners ? page.last!.owner : 0)
+        }
+    }
+    func circleClock(of owner: UInt64) -> CircleClock? {
+        state.withLock { s in
+            s.replica.map { CircleClock(generation: $0.generation, changes: $0.changes, ownerChangedAt: $0.changedAt[owner] ?? 0) }
+        }
+    }
+
+    /// The graph replica as alerts' copy of the circles sees it (nil: none loaded).
+    struct Replica {
+        var generation: UInt64 = 1
+        var changes: UInt64 = 0
+        var changedAt: [UInt64: UInt64] = [:]
+    }
+
+    /// Changes `owner`'s circle in social; with `applied`, the replica has applied the change too.
+    func changeCircle(of owner: UInt64, to contacts: [CircleContact], applied: Bool = true) {
+        state.withLock { s in
+            s.circles[owner] = contacts
+            guard applied, s.replica != nil else { return }
+            s.replica!.changes += 1
+            s.replica!.changedAt[owner] = s.replica!.changes
+        }
     }
     func circleRequests(for member: UInt64) async throws -> [(owner: UInt64, atMs: Int64)] {
         try check("social")

@@ -1,4 +1,5 @@
 import FriensoProto
+import Social
 import FriensoTesting
 import Testing
 import Wire
@@ -109,6 +110,54 @@ struct CircleTests {
             #expect(shown.members.map { $0.user?.username ?? $0.phone } == ["hal_c", "ivy_c", "+15625550177"])
             #expect(shown.memberOf.map(\.username) == ["hal_c"])
             await expectError(.invalidArgument) { _ = try await stack.social.call(API.circleOf, SocialV1.CircleOfRequest()) }
+        }
+    }
+
+    /// Alerts' copy of every circle: `CircleSnapshot` gives whole circles of accepted members and
+    /// invited numbers, a page of owners at a time, each in CircleOf's order (pending requests
+    /// left out); and every change to an invited number is on the graph stream as
+    /// `circleInvitesChanged` for its owner, without the number, so the copy knows to ask again.
+    @Test(arguments: Engine.allCases) func circleSnapshot_givesAlertsEveryCircle_andInviteChangesAreAnnounced(engine: Engine) async throws {
+        try await withSocial(engine) { stack in
+            let (gus, gusID) = try await stack.user("gus_s")
+            let (hal, halID) = try await stack.user("hal_s")
+            let (ivy, ivyID) = try await stack.user("ivy_s")
+            try await befriend(gus, hal, "hal_s", "gus_s")
+            try await befriend(gus, ivy, "ivy_s", "gus_s")
+            try await befriend(hal, ivy, "ivy_s", "hal_s")
+            _ = try await gus.call(API.addToCircle, SocialV1.AddToCircleRequest(username: "hal_s"))
+            _ = try await gus.call(API.addToCircle, SocialV1.AddToCircleRequest(username: "ivy_s")) // stays pending
+            _ = try await hal.call(API.respondToCircleRequest, SocialV1.RespondToCircleRequestRequest(ownerUsername: "gus_s", action: .accept))
+            try await stack.graphEventsRelayed()
+            _ = stack.events.take()
+            _ = try await gus.call(API.addToCircle, SocialV1.AddToCircleRequest(phone: "+1 (562) 555-0166"))
+            _ = try await hal.call(API.addToCircle, SocialV1.AddToCircleRequest(username: "ivy_s"))
+            _ = try await ivy.call(API.respondToCircleRequest, SocialV1.RespondToCircleRequestRequest(ownerUsername: "hal_s", action: .accept))
+            _ = try await ivy.call(API.addToCircle, SocialV1.AddToCircleRequest(phone: "+1 (562) 555-0155"))
+
+            var entries: [SocialV1.CircleEntry] = []
+            var after: UInt64 = 0, pages = 0
+            repeat {
+                let page = try await stack.social.call(API.circleSnapshot, SocialV1.CircleSnapshotRequest(afterOwner: after, limit: 1))
+                entries += page.entries
+                after = page.nextAfterOwner
+                pages += 1
+            } while after != 0 && pages < 10
+            #expect(pages == 4, "an owner a page, then an empty last one: \(pages)")
+            #expect(gusID < halID && halID < ivyID)
+            #expect(entries.map { [$0.owner, $0.member] } == [[gusID, halID], [gusID, 0], [halID, ivyID], [ivyID, 0]], "\(entries)")
+            #expect(entries.filter { $0.member == 0 }.map(\.phone).sorted() == ["+15625550155", "+15625550166"])
+            let whole = try await stack.social.call(API.circleSnapshot, SocialV1.CircleSnapshotRequest())
+            #expect(whole.entries == entries && whole.nextAfterOwner == 0)
+            await expectError(.invalidArgument) { _ = try await stack.social.call(API.circleSnapshot, SocialV1.CircleSnapshotRequest(limit: 1_001)) }
+
+            _ = try await gus.call(API.removeFromCircle, SocialV1.RemoveFromCircleRequest(phone: "+1 (562) 555-0166"))
+            try await stack.graphEventsRelayed()
+            let graph = try stack.events.take().filter { $0.topic == SocialService.graphStream }.map { try SocialV1.GraphEvent(serializedBytes: $0.payload) }
+            let invites = graph.filter { $0.change == .circleInvitesChanged }
+            #expect(invites.map(\.userA) == [gusID, ivyID, gusID] && invites.allSatisfy { $0.userB == 0 })
+            #expect(graph.contains { $0.change == .circleMemberAdded && $0.userA == halID && $0.userB == ivyID })
+            for event in graph { #expect(!String(decoding: try event.serializedBytes() as [UInt8], as: UTF8.self).contains("555"), "no number on the stream") }
         }
     }
 

@@ -9845,6 +9845,25 @@ public enum OpenAPIDocument {
     },
     "additionalProperties": false
    },
+   "frienso.social.v1.CircleEntry": {
+    "type": "object",
+    "properties": {
+     "owner": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "member": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "phone": {
+      "type": "string"
+     }
+    },
+    "additionalProperties": false
+   },
    "frienso.social.v1.CircleMember": {
     "type": "object",
     "properties": {
@@ -9901,6 +9920,40 @@ public enum OpenAPIDocument {
     "type": "object",
     "properties": {
      "memberUserId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.social.v1.CircleSnapshotRequest": {
+    "type": "object",
+    "properties": {
+     "afterOwner": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "limit": {
+      "type": "integer",
+      "format": "int64",
+      "minimum": 0,
+      "maximum": 4294967295
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.social.v1.CircleSnapshotResponse": {
+    "type": "object",
+    "properties": {
+     "entries": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.social.v1.CircleEntry"
+      }
+     },
+     "nextAfterOwner": {
       "type": "string",
       "format": "uint64",
       "pattern": "^[0-9]{1,20}$"
@@ -10132,7 +10185,8 @@ public enum OpenAPIDocument {
        "GRAPH_CHANGE_FINDABLE_ON",
        "GRAPH_CHANGE_FINDABLE_OFF",
        "GRAPH_CHANGE_EXCHANGE_ADDED",
-       "GRAPH_CHANGE_EXCHANGE_REMOVED"
+       "GRAPH_CHANGE_EXCHANGE_REMOVED",
+       "GRAPH_CHANGE_CIRCLE_INVITES_CHANGED"
       ]
      },
      "userA": {

@@ -153,9 +153,10 @@ extension SocialV1 {
         case findableOff // GRAPH_CHANGE_FINDABLE_OFF
         case exchangeAdded // GRAPH_CHANGE_EXCHANGE_ADDED
         case exchangeRemoved // GRAPH_CHANGE_EXCHANGE_REMOVED
+        case circleInvitesChanged // GRAPH_CHANGE_CIRCLE_INVITES_CHANGED
         case unrecognized(Int32)
 
-        public static let allKnownCases: [GraphChange] = [.unspecified, .friendshipAdded, .friendshipRemoved, .blockAdded, .blockRemoved, .circleMemberAdded, .circleMemberRemoved, .findableOn, .findableOff, .exchangeAdded, .exchangeRemoved]
+        public static let allKnownCases: [GraphChange] = [.unspecified, .friendshipAdded, .friendshipRemoved, .blockAdded, .blockRemoved, .circleMemberAdded, .circleMemberRemoved, .findableOn, .findableOff, .exchangeAdded, .exchangeRemoved, .circleInvitesChanged]
 
         public init(rawValue: Int32) {
             switch rawValue {
@@ -170,6 +171,7 @@ extension SocialV1 {
             case 8: self = .findableOff
             case 9: self = .exchangeAdded
             case 10: self = .exchangeRemoved
+            case 11: self = .circleInvitesChanged
             default: self = .unrecognized(rawValue)
             }
         }
@@ -187,6 +189,7 @@ extension SocialV1 {
             case .findableOff: return 8
             case .exchangeAdded: return 9
             case .exchangeRemoved: return 10
+            case .circleInvitesChanged: return 11
             case .unrecognized(let value): return value
             }
         }
@@ -204,6 +207,7 @@ extension SocialV1 {
             case .findableOff: return "GRAPH_CHANGE_FINDABLE_OFF"
             case .exchangeAdded: return "GRAPH_CHANGE_EXCHANGE_ADDED"
             case .exchangeRemoved: return "GRAPH_CHANGE_EXCHANGE_REMOVED"
+            case .circleInvitesChanged: return "GRAPH_CHANGE_CIRCLE_INVITES_CHANGED"
             case .unrecognized(let value): return "\(value)"
             }
         }
@@ -6203,6 +6207,307 @@ extension SocialV1.CircleRequestsForRequest {
 }
 
 extension SocialV1 {
+    /// `frienso.social.v1.CircleSnapshotRequest`
+    public struct CircleSnapshotRequest: ProtoMessage {
+        public var afterOwner: UInt64
+        public var limit: UInt32
+
+        public init() {
+        self.afterOwner = 0
+        self.limit = 0
+        }
+
+        public init(afterOwner: UInt64 = 0, limit: UInt32 = 0) {
+        self.afterOwner = afterOwner
+        self.limit = limit
+        }
+    }
+}
+
+extension SocialV1.CircleSnapshotRequest {
+    public static let protoName = "frienso.social.v1.CircleSnapshotRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__CircleSnapshotRequest()
+            frienso__social__v1__circle_snapshot_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_snapshot_request__get_packed_size, pack: frienso__social__v1__circle_snapshot_request__pack)
+        }
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__CircleSnapshotRequest()
+            frienso__social__v1__circle_snapshot_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_snapshot_request__get_packed_size, pack: frienso__social__v1__circle_snapshot_request__pack, into: allocate)
+        }
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.CircleSnapshotRequest", unpack: frienso__social__v1__circle_snapshot_request__unpack) { Self(c: $0.pointee) }
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.CircleSnapshotRequest", unpack: frienso__social__v1__circle_snapshot_request__unpack) { Self(c: $0.pointee) }
+    }
+
+    func copy(into c: inout Frienso__Social__V1__CircleSnapshotRequest, arena _: ProtoArena) {
+        c.after_owner = self.afterOwner
+        c.limit = self.limit
+    }
+
+    init(c: Frienso__Social__V1__CircleSnapshotRequest) {
+        self.afterOwner = c.after_owner
+        self.limit = c.limit
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("afterOwner", .string(String(self.afterOwner))), ("limit", .number(Double(self.limit)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"afterOwner":"#.utf8)
+        JSONText.quoted(self.afterOwner, into: &out)
+        out.append(contentsOf: #","limit":"#.utf8)
+        JSONText.number(Double(self.limit), into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "afterOwner", "after_owner": self.afterOwner = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "limit": self.limit = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.afterOwner
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(afterOwner: ProtoSample.uint64(seed, 1), limit: ProtoSample.uint32(seed, 2))
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.CircleSnapshotResponse`
+    public struct CircleSnapshotResponse: ProtoMessage {
+        public var entries: [SocialV1.CircleEntry]
+        public var nextAfterOwner: UInt64
+
+        public init() {
+        self.entries = []
+        self.nextAfterOwner = 0
+        }
+
+        public init(entries: [SocialV1.CircleEntry] = [], nextAfterOwner: UInt64 = 0) {
+        self.entries = entries
+        self.nextAfterOwner = nextAfterOwner
+        }
+    }
+}
+
+extension SocialV1.CircleSnapshotResponse {
+    public static let protoName = "frienso.social.v1.CircleSnapshotResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__CircleSnapshotResponse()
+            frienso__social__v1__circle_snapshot_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_snapshot_response__get_packed_size, pack: frienso__social__v1__circle_snapshot_response__pack)
+        }
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__CircleSnapshotResponse()
+            frienso__social__v1__circle_snapshot_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_snapshot_response__get_packed_size, pack: frienso__social__v1__circle_snapshot_response__pack, into: allocate)
+        }
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.CircleSnapshotResponse", unpack: frienso__social__v1__circle_snapshot_response__unpack) { Self(c: $0.pointee) }
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.CircleSnapshotResponse", unpack: frienso__social__v1__circle_snapshot_response__unpack) { Self(c: $0.pointee) }
+    }
+
+    func copy(into c: inout Frienso__Social__V1__CircleSnapshotResponse, arena: ProtoArena) {
+        c.n_entries = self.entries.count
+        c.entries = arena.array(self.entries.map { value in arena.message(of: Frienso__Social__V1__CircleEntry.self) { frienso__social__v1__circle_entry__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        c.next_after_owner = self.nextAfterOwner
+    }
+
+    init(c: Frienso__Social__V1__CircleSnapshotResponse) {
+        self.entries = ProtoRuntime.array(c.entries, count: c.n_entries) { SocialV1.CircleEntry(c: $0!.pointee) }
+        self.nextAfterOwner = c.next_after_owner
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("entries", .array(self.entries.map { $0.jsonValue })), ("nextAfterOwner", .string(String(self.nextAfterOwner)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"entries":"#.utf8)
+        JSONText.array(self.entries, into: &out) { item, out in item.writeJSON(into: &out) }
+        out.append(contentsOf: #","nextAfterOwner":"#.utf8)
+        JSONText.quoted(self.nextAfterOwner, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "entries": self.entries = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try SocialV1.CircleEntry(json: item) } }
+            case "nextAfterOwner", "next_after_owner": self.nextAfterOwner = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        var m = self.entries.reduce(0) { Swift.max($0, $1.largestUInt64) }
+        m = Swift.max(m, self.nextAfterOwner)
+        return m
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(entries: depth < 3 ? (0..<Int(seed % 3)).map { i in SocialV1.CircleEntry.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [], nextAfterOwner: ProtoSample.uint64(seed, 2))
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.CircleEntry`
+    public struct CircleEntry: ProtoMessage {
+        public var owner: UInt64
+        public var member: UInt64
+        public var phone: String
+
+        public init() {
+        self.owner = 0
+        self.member = 0
+        self.phone = ""
+        }
+
+        public init(owner: UInt64 = 0, member: UInt64 = 0, phone: String = "") {
+        self.owner = owner
+        self.member = member
+        self.phone = phone
+        }
+    }
+}
+
+extension SocialV1.CircleEntry {
+    public static let protoName = "frienso.social.v1.CircleEntry"
+
+    public func serializedBytes() -> [UInt8] {
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__CircleEntry()
+            frienso__social__v1__circle_entry__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_entry__get_packed_size, pack: frienso__social__v1__circle_entry__pack)
+        }
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__CircleEntry()
+            frienso__social__v1__circle_entry__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_entry__get_packed_size, pack: frienso__social__v1__circle_entry__pack, into: allocate)
+        }
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.CircleEntry", unpack: frienso__social__v1__circle_entry__unpack) { Self(c: $0.pointee) }
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.CircleEntry", unpack: frienso__social__v1__circle_entry__unpack) { Self(c: $0.pointee) }
+    }
+
+    func copy(into c: inout Frienso__Social__V1__CircleEntry, arena: ProtoArena) {
+        c.owner = self.owner
+        c.member = self.member
+        if !self.phone.isEmpty { c.phone = arena.string(self.phone) }
+    }
+
+    init(c: Frienso__Social__V1__CircleEntry) {
+        self.owner = c.owner
+        self.member = c.member
+        self.phone = ProtoRuntime.string(c.phone)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("owner", .string(String(self.owner))), ("member", .string(String(self.member))), ("phone", .string(self.phone))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"owner":"#.utf8)
+        JSONText.quoted(self.owner, into: &out)
+        out.append(contentsOf: #","member":"#.utf8)
+        JSONText.quoted(self.member, into: &out)
+        out.append(contentsOf: #","phone":"#.utf8)
+        JSONValue.quote(self.phone, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "owner": self.owner = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "member": self.member = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "phone": self.phone = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        var m = self.owner
+        m = Swift.max(m, self.member)
+        return m
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(owner: ProtoSample.uint64(seed, 1), member: ProtoSample.uint64(seed, 2), phone: ProtoSample.string(seed, "phone"))
+    }
+}
+
+extension SocialV1 {
     /// `frienso.social.v1.AnswerCircleRequestRequest`
     public struct AnswerCircleRequestRequest: ProtoMessage {
         public var memberUserId: UInt64
@@ -6762,14 +7067,15 @@ extension SocialV1 {
         public static let listNotices = RPCMethod<ListNoticesRequest, ListNoticesResponse>(service: "social", name: "ListNotices", access: .internal, callers: ["alerts"], readOnly: true)
         public static let graphSnapshot = RPCMethod<GraphSnapshotRequest, GraphSnapshotResponse>(service: "social", name: "GraphSnapshot", access: .internal, callers: ["geo", "alerts", "media", "accounts"], readOnly: true)
         public static let circleOf = RPCMethod<CircleOfRequest, ShowCircleResponse>(service: "social", name: "CircleOf", access: .internal, callers: ["alerts"], readOnly: true)
+        public static let circleSnapshot = RPCMethod<CircleSnapshotRequest, CircleSnapshotResponse>(service: "social", name: "CircleSnapshot", access: .internal, callers: ["alerts"], readOnly: true)
         public static let circleRequestsFor = RPCMethod<CircleRequestsForRequest, ListCircleRequestsResponse>(service: "social", name: "CircleRequestsFor", access: .internal, callers: ["alerts"], readOnly: true)
         public static let answerCircleRequest = RPCMethod<AnswerCircleRequestRequest, RespondToCircleRequestResponse>(service: "social", name: "AnswerCircleRequest", access: .internal, callers: ["alerts"])
         public static let eraseUser = RPCMethod<EraseUserRequest, EraseUserResponse>(service: "social", name: "EraseUser", access: .internal, callers: ["accounts"])
         public static let exportMyData = RPCMethod<ExportMyDataRequest, ExportMyDataResponse>(service: "social", name: "ExportMyData", access: .authenticated, readOnly: true)
 
-        public static let all: [AnyRPCMethod] = [sendFriendRequest.erased, respondToFriendRequest.erased, cancelFriendRequest.erased, listFriendRequests.erased, listFriends.erased, removeFriend.erased, block.erased, unblock.erased, listBlocked.erased, showCircle.erased, addToCircle.erased, removeFromCircle.erased, listCircleRequests.erased, respondToCircleRequest.erased, searchUsers.erased, poke.erased, getDiscoverySettings.erased, setFindable.erased, recommendFriends.erased, addExchange.erased, listExchanges.erased, listNotices.erased, graphSnapshot.erased, circleOf.erased, circleRequestsFor.erased, answerCircleRequest.erased, eraseUser.erased, exportMyData.erased]
+        public static let all: [AnyRPCMethod] = [sendFriendRequest.erased, respondToFriendRequest.erased, cancelFriendRequest.erased, listFriendRequests.erased, listFriends.erased, removeFriend.erased, block.erased, unblock.erased, listBlocked.erased, showCircle.erased, addToCircle.erased, removeFromCircle.erased, listCircleRequests.erased, respondToCircleRequest.erased, searchUsers.erased, poke.erased, getDiscoverySettings.erased, setFindable.erased, recommendFriends.erased, addExchange.erased, listExchanges.erased, listNotices.erased, graphSnapshot.erased, circleOf.erased, circleSnapshot.erased, circleRequestsFor.erased, answerCircleRequest.erased, eraseUser.erased, exportMyData.erased]
 
         /// Each rpc's request and response in proto3's JSON mapping.
-        public static let jsonCodecs: [MethodJSONCodec] = [sendFriendRequest.jsonCodec, respondToFriendRequest.jsonCodec, cancelFriendRequest.jsonCodec, listFriendRequests.jsonCodec, listFriends.jsonCodec, removeFriend.jsonCodec, block.jsonCodec, unblock.jsonCodec, listBlocked.jsonCodec, showCircle.jsonCodec, addToCircle.jsonCodec, removeFromCircle.jsonCodec, listCircleRequests.jsonCodec, respondToCircleRequest.jsonCodec, searchUsers.jsonCodec, poke.jsonCodec, getDiscoverySettings.jsonCodec, setFindable.jsonCodec, recommendFriends.jsonCodec, addExchange.jsonCodec, listExchanges.jsonCodec, listNotices.jsonCodec, graphSnapshot.jsonCodec, circleOf.jsonCodec, circleRequestsFor.jsonCodec, answerCircleRequest.jsonCodec, eraseUser.jsonCodec, exportMyData.jsonCodec]
+        public static let jsonCodecs: [MethodJSONCodec] = [sendFriendRequest.jsonCodec, respondToFriendRequest.jsonCodec, cancelFriendRequest.jsonCodec, listFriendRequests.jsonCodec, listFriends.jsonCodec, removeFriend.jsonCodec, block.jsonCodec, unblock.jsonCodec, listBlocked.jsonCodec, showCircle.jsonCodec, addToCircle.jsonCodec, removeFromCircle.jsonCodec, listCircleRequests.jsonCodec, respondToCircleRequest.jsonCodec, searchUsers.jsonCodec, poke.jsonCodec, getDiscoverySettings.jsonCodec, setFindable.jsonCodec, recommendFriends.jsonCodec, addExchange.jsonCodec, listExchanges.jsonCodec, listNotices.jsonCodec, graphSnapshot.jsonCodec, circleOf.jsonCodec, circleSnapshot.jsonCodec, circleRequestsFor.jsonCodec, answerCircleRequest.jsonCodec, eraseUser.jsonCodec, exportMyData.jsonCodec]
     }
 }

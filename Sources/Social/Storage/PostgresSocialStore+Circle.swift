@@ -30,7 +30,7 @@ extension PostgresSocialStore {
     }
 
     func addToCircle(owner: UInt64, member: UInt64, phone: String, limit: Int, now: Int64) async throws -> CircleRecord {
-        try await database.write { connection in
+        try await mutate(orderedBy: member == 0 ? [owner] : [owner, member]) { connection, events in
             // The owner's lock keeps the limit (count, then insert); the pair's orders this add
             // with the friendship it needs.
             try await lockOwner(connection, owner)
@@ -58,6 +58,7 @@ extension PostgresSocialStore {
                 SET state = excluded.state, added_at_ms = excluded.added_at_ms, updated_at_ms = excluded.updated_at_ms, id = DEFAULT
                 """, logger: logger)
             try await addNotice(connection, member == 0 ? .circleInvite : .circleRequest, from: owner, toUser: member, toPhone: phone, now: now)
+            if member == 0 { events.append(Self.event(.circleInvitesChanged, owner, 0)) }
             return try await circleRow(connection, owner: owner, member: member, phone: phone)
         }
     }
@@ -71,6 +72,7 @@ extension PostgresSocialStore {
                 """, logger: logger), Int64.self)
             guard let removed else { throw CircleRefusal.notMember }
             if removed == Self.accepted { events.append(Self.event(.circleMemberRemoved, owner, member)) }
+            if member == 0 { events.append(Self.event(.circleInvitesChanged, owner, 0)) }
         }
     }
 
@@ -96,6 +98,17 @@ extension PostgresSocialStore {
         try await database.read { connection in
             try await Self.circleRows(connection.prepared("""
                 SELECT \(unescaped: CircleRecord.columns) FROM circle WHERE owner = \(Int64(owner)) ORDER BY added_at_ms, id
+                """, logger: logger))
+        }
+    }
+
+    func circles(afterOwner: UInt64, owners: Int) async throws -> [CircleRecord] {
+        let accepted = Int64(SocialV1.CircleState.accepted.rawValue), invited = Int64(SocialV1.CircleState.invited.rawValue)
+        return try await database.read { connection in
+            try await Self.circleRows(connection.prepared("""
+                SELECT \(unescaped: CircleRecord.columns) FROM circle WHERE state IN (\(accepted), \(invited)) AND owner IN (
+                    SELECT DISTINCT owner FROM circle WHERE owner > \(Int64(afterOwner)) AND state IN (\(accepted), \(invited)) ORDER BY owner LIMIT \(owners))
+                ORDER BY owner, added_at_ms, id
                 """, logger: logger))
         }
     }

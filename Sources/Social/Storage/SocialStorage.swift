@@ -39,6 +39,9 @@ protocol SocialStorage: Sendable {
     func respondToCircle(owner: UInt64, member: UInt64, accept: Bool, now: Int64) async throws -> CircleRecord
     /// `owner`'s circle, in the order members were added.
     func circle(of owner: UInt64) async throws -> [CircleRecord]
+    /// The accepted members and invited numbers of up to `owners` owners after `afterOwner`,
+    /// whole circles, by owner, each in the order members were added (alerts' copy).
+    func circles(afterOwner: UInt64, owners: Int) async throws -> [CircleRecord]
     /// Circles `member` is in (accepted) or asked to join (pending), newest first.
     func circles(containing member: UInt64, state: SocialV1.CircleState) async throws -> [CircleRecord]
 

@@ -400,6 +400,8 @@ extension SocialV1.SocialService {
         func graphSnapshot(_ request: SocialV1.GraphSnapshotRequest, _ context: RequestContext) async throws -> SocialV1.GraphSnapshotResponse
         /// `social.CircleOf` (internal: alerts, read).
         func circleOf(_ request: SocialV1.CircleOfRequest, _ context: RequestContext) async throws -> SocialV1.ShowCircleResponse
+        /// `social.CircleSnapshot` (internal: alerts, read).
+        func circleSnapshot(_ request: SocialV1.CircleSnapshotRequest, _ context: RequestContext) async throws -> SocialV1.CircleSnapshotResponse
         /// `social.CircleRequestsFor` (internal: alerts, read).
         func circleRequestsFor(_ request: SocialV1.CircleRequestsForRequest, _ context: RequestContext) async throws -> SocialV1.ListCircleRequestsResponse
         /// `social.AnswerCircleRequest` (internal: alerts).
@@ -447,6 +449,7 @@ extension MethodRouter {
         register(SocialV1.SocialService.listNotices) { try await handler.listNotices($0, $1) }
         register(SocialV1.SocialService.graphSnapshot) { try await handler.graphSnapshot($0, $1) }
         register(SocialV1.SocialService.circleOf) { try await handler.circleOf($0, $1) }
+        register(SocialV1.SocialService.circleSnapshot) { try await handler.circleSnapshot($0, $1) }
         register(SocialV1.SocialService.circleRequestsFor) { try await handler.circleRequestsFor($0, $1) }
         register(SocialV1.SocialService.answerCircleRequest) { try await handler.answerCircleRequest($0, $1) }
         register(SocialV1.SocialService.eraseUser) { try await handler.eraseUser($0, $1) }

@@ -2707,6 +2707,141 @@ void   frienso__social__v1__circle_requests_for_request__free_unpacked
   assert(message->base.descriptor == &frienso__social__v1__circle_requests_for_request__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__social__v1__circle_snapshot_request__init
+                     (Frienso__Social__V1__CircleSnapshotRequest         *message)
+{
+  static const Frienso__Social__V1__CircleSnapshotRequest init_value = FRIENSO__SOCIAL__V1__CIRCLE_SNAPSHOT_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__circle_snapshot_request__get_packed_size
+                     (const Frienso__Social__V1__CircleSnapshotRequest *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__circle_snapshot_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__circle_snapshot_request__pack
+                     (const Frienso__Social__V1__CircleSnapshotRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__circle_snapshot_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__circle_snapshot_request__pack_to_buffer
+                     (const Frienso__Social__V1__CircleSnapshotRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__circle_snapshot_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__CircleSnapshotRequest *
+       frienso__social__v1__circle_snapshot_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__CircleSnapshotRequest *)
+     protobuf_c_message_unpack (&frienso__social__v1__circle_snapshot_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__circle_snapshot_request__free_unpacked
+                     (Frienso__Social__V1__CircleSnapshotRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__circle_snapshot_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__circle_snapshot_response__init
+                     (Frienso__Social__V1__CircleSnapshotResponse         *message)
+{
+  static const Frienso__Social__V1__CircleSnapshotResponse init_value = FRIENSO__SOCIAL__V1__CIRCLE_SNAPSHOT_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__circle_snapshot_response__get_packed_size
+                     (const Frienso__Social__V1__CircleSnapshotResponse *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__circle_snapshot_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__circle_snapshot_response__pack
+                     (const Frienso__Social__V1__CircleSnapshotResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__circle_snapshot_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__circle_snapshot_response__pack_to_buffer
+                     (const Frienso__Social__V1__CircleSnapshotResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__circle_snapshot_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__CircleSnapshotResponse *
+       frienso__social__v1__circle_snapshot_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__CircleSnapshotResponse *)
+     protobuf_c_message_unpack (&frienso__social__v1__circle_snapshot_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__circle_snapshot_response__free_unpacked
+                     (Frienso__Social__V1__CircleSnapshotResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__circle_snapshot_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__circle_entry__init
+                     (Frienso__Social__V1__CircleEntry         *message)
+{
+  static const Frienso__Social__V1__CircleEntry init_value = FRIENSO__SOCIAL__V1__CIRCLE_ENTRY__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__circle_entry__get_packed_size
+                     (const Frienso__Social__V1__CircleEntry *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__circle_entry__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__circle_entry__pack
+                     (const Frienso__Social__V1__CircleEntry *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__circle_entry__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__circle_entry__pack_to_buffer
+                     (const Frienso__Social__V1__CircleEntry *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__circle_entry__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__CircleEntry *
+       frienso__social__v1__circle_entry__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__CircleEntry *)
+     protobuf_c_message_unpack (&frienso__social__v1__circle_entry__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__circle_entry__free_unpacked
+                     (Frienso__Social__V1__CircleEntry *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__circle_entry__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   frienso__social__v1__answer_circle_request_request__init
                      (Frienso__Social__V1__AnswerCircleRequestRequest         *message)
 {
@@ -6105,6 +6240,172 @@ const ProtobufCMessageDescriptor frienso__social__v1__circle_requests_for_reques
   (ProtobufCMessageInit) frienso__social__v1__circle_requests_for_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor frienso__social__v1__circle_snapshot_request__field_descriptors[2] =
+{
+  {
+    "after_owner",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__CircleSnapshotRequest, after_owner),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "limit",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__CircleSnapshotRequest, limit),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__circle_snapshot_request__field_indices_by_name[] = {
+  0,   /* field[0] = after_owner */
+  1,   /* field[1] = limit */
+};
+static const ProtobufCIntRange frienso__social__v1__circle_snapshot_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__circle_snapshot_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.CircleSnapshotRequest",
+  "CircleSnapshotRequest",
+  "Frienso__Social__V1__CircleSnapshotRequest",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__CircleSnapshotRequest),
+  2,
+  frienso__social__v1__circle_snapshot_request__field_descriptors,
+  frienso__social__v1__circle_snapshot_request__field_indices_by_name,
+  1,  frienso__social__v1__circle_snapshot_request__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__circle_snapshot_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__circle_snapshot_response__field_descriptors[2] =
+{
+  {
+    "entries",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Social__V1__CircleSnapshotResponse, n_entries),
+    offsetof(Frienso__Social__V1__CircleSnapshotResponse, entries),
+    &frienso__social__v1__circle_entry__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "next_after_owner",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__CircleSnapshotResponse, next_after_owner),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__circle_snapshot_response__field_indices_by_name[] = {
+  0,   /* field[0] = entries */
+  1,   /* field[1] = next_after_owner */
+};
+static const ProtobufCIntRange frienso__social__v1__circle_snapshot_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__circle_snapshot_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.CircleSnapshotResponse",
+  "CircleSnapshotResponse",
+  "Frienso__Social__V1__CircleSnapshotResponse",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__CircleSnapshotResponse),
+  2,
+  frienso__social__v1__circle_snapshot_response__field_descriptors,
+  frienso__social__v1__circle_snapshot_response__field_indices_by_name,
+  1,  frienso__social__v1__circle_snapshot_response__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__circle_snapshot_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__circle_entry__field_descriptors[3] =
+{
+  {
+    "owner",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__CircleEntry, owner),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "member",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__CircleEntry, member),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "phone",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__CircleEntry, phone),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__circle_entry__field_indices_by_name[] = {
+  1,   /* field[1] = member */
+  0,   /* field[0] = owner */
+  2,   /* field[2] = phone */
+};
+static const ProtobufCIntRange frienso__social__v1__circle_entry__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__circle_entry__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.CircleEntry",
+  "CircleEntry",
+  "Frienso__Social__V1__CircleEntry",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__CircleEntry),
+  3,
+  frienso__social__v1__circle_entry__field_descriptors,
+  frienso__social__v1__circle_entry__field_indices_by_name,
+  1,  frienso__social__v1__circle_entry__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__circle_entry__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor frienso__social__v1__answer_circle_request_request__field_descriptors[3] =
 {
   {
@@ -6518,7 +6819,7 @@ const ProtobufCEnumDescriptor frienso__social__v1__circle_state__descriptor =
   frienso__social__v1__circle_state__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue frienso__social__v1__graph_change__enum_values_by_number[11] =
+static const ProtobufCEnumValue frienso__social__v1__graph_change__enum_values_by_number[12] =
 {
   { "GRAPH_CHANGE_UNSPECIFIED", "FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_UNSPECIFIED", 0 },
   { "GRAPH_CHANGE_FRIENDSHIP_ADDED", "FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_FRIENDSHIP_ADDED", 1 },
@@ -6531,14 +6832,16 @@ static const ProtobufCEnumValue frienso__social__v1__graph_change__enum_values_b
   { "GRAPH_CHANGE_FINDABLE_OFF", "FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_FINDABLE_OFF", 8 },
   { "GRAPH_CHANGE_EXCHANGE_ADDED", "FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_EXCHANGE_ADDED", 9 },
   { "GRAPH_CHANGE_EXCHANGE_REMOVED", "FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_EXCHANGE_REMOVED", 10 },
+  { "GRAPH_CHANGE_CIRCLE_INVITES_CHANGED", "FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_CIRCLE_INVITES_CHANGED", 11 },
 };
 static const ProtobufCIntRange frienso__social__v1__graph_change__value_ranges[] = {
-{0, 0},{0, 11}
+{0, 0},{0, 12}
 };
-static const ProtobufCEnumValueIndex frienso__social__v1__graph_change__enum_values_by_name[11] =
+static const ProtobufCEnumValueIndex frienso__social__v1__graph_change__enum_values_by_name[12] =
 {
   { "GRAPH_CHANGE_BLOCK_ADDED", 3 },
   { "GRAPH_CHANGE_BLOCK_REMOVED", 4 },
+  { "GRAPH_CHANGE_CIRCLE_INVITES_CHANGED", 11 },
   { "GRAPH_CHANGE_CIRCLE_MEMBER_ADDED", 5 },
   { "GRAPH_CHANGE_CIRCLE_MEMBER_REMOVED", 6 },
   { "GRAPH_CHANGE_EXCHANGE_ADDED", 9 },
@@ -6556,9 +6859,9 @@ const ProtobufCEnumDescriptor frienso__social__v1__graph_change__descriptor =
   "GraphChange",
   "Frienso__Social__V1__GraphChange",
   "frienso.social.v1",
-  11,
+  12,
   frienso__social__v1__graph_change__enum_values_by_number,
-  11,
+  12,
   frienso__social__v1__graph_change__enum_values_by_name,
   1,
   frienso__social__v1__graph_change__value_ranges,

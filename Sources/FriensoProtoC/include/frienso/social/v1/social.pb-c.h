@@ -75,6 +75,9 @@ typedef struct Frienso__Social__V1__ListNoticesRequest Frienso__Social__V1__List
 typedef struct Frienso__Social__V1__ListNoticesResponse Frienso__Social__V1__ListNoticesResponse;
 typedef struct Frienso__Social__V1__CircleOfRequest Frienso__Social__V1__CircleOfRequest;
 typedef struct Frienso__Social__V1__CircleRequestsForRequest Frienso__Social__V1__CircleRequestsForRequest;
+typedef struct Frienso__Social__V1__CircleSnapshotRequest Frienso__Social__V1__CircleSnapshotRequest;
+typedef struct Frienso__Social__V1__CircleSnapshotResponse Frienso__Social__V1__CircleSnapshotResponse;
+typedef struct Frienso__Social__V1__CircleEntry Frienso__Social__V1__CircleEntry;
 typedef struct Frienso__Social__V1__AnswerCircleRequestRequest Frienso__Social__V1__AnswerCircleRequestRequest;
 typedef struct Frienso__Social__V1__EraseUserRequest Frienso__Social__V1__EraseUserRequest;
 typedef struct Frienso__Social__V1__EraseUserResponse Frienso__Social__V1__EraseUserResponse;
@@ -152,7 +155,11 @@ typedef enum _Frienso__Social__V1__GraphChange {
   /*
    * user_a < user_b (one of them deleted their account)
    */
-  FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_EXCHANGE_REMOVED = 10
+  FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_EXCHANGE_REMOVED = 10,
+  /*
+   * user_a invited a phone number to their core circle, or
+   */
+  FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_CIRCLE_INVITES_CHANGED = 11
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(FRIENSO__SOCIAL__V1__GRAPH_CHANGE)
 } Frienso__Social__V1__GraphChange;
 typedef enum _Frienso__Social__V1__ExchangeState {
@@ -1055,6 +1062,59 @@ struct  Frienso__Social__V1__CircleRequestsForRequest
 #define FRIENSO__SOCIAL__V1__CIRCLE_REQUESTS_FOR_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__circle_requests_for_request__descriptor) \
     , 0 }
+
+
+/*
+ * Alerts' copy of every core circle, so that a helpNow is recorded without waiting for social
+ * (social is still asked beside it, and anyone the copy lacked is sent the alert after): the
+ * accepted members and invited numbers of the owners after `after_owner`, whole circles, in owner
+ * order, each circle in CircleOf's order. Pending requests are left out.
+ */
+struct  Frienso__Social__V1__CircleSnapshotRequest
+{
+  ProtobufCMessage base;
+  uint64_t after_owner;
+  /*
+   * owners per page, 1..1,000 (0: 500)
+   */
+  uint32_t limit;
+};
+#define FRIENSO__SOCIAL__V1__CIRCLE_SNAPSHOT_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__circle_snapshot_request__descriptor) \
+    , 0, 0 }
+
+
+struct  Frienso__Social__V1__CircleSnapshotResponse
+{
+  ProtobufCMessage base;
+  size_t n_entries;
+  Frienso__Social__V1__CircleEntry **entries;
+  /*
+   * 0: the last page
+   */
+  uint64_t next_after_owner;
+};
+#define FRIENSO__SOCIAL__V1__CIRCLE_SNAPSHOT_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__circle_snapshot_response__descriptor) \
+    , 0,NULL, 0 }
+
+
+struct  Frienso__Social__V1__CircleEntry
+{
+  ProtobufCMessage base;
+  uint64_t owner;
+  /*
+   * 0 for an invited number
+   */
+  uint64_t member;
+  /*
+   * "" for a user
+   */
+  char *phone;
+};
+#define FRIENSO__SOCIAL__V1__CIRCLE_ENTRY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__circle_entry__descriptor) \
+    , 0, 0, (char *)protobuf_c_empty_string }
 
 
 struct  Frienso__Social__V1__AnswerCircleRequestRequest
@@ -2294,6 +2354,63 @@ Frienso__Social__V1__CircleRequestsForRequest *
 void   frienso__social__v1__circle_requests_for_request__free_unpacked
                      (Frienso__Social__V1__CircleRequestsForRequest *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__CircleSnapshotRequest methods */
+void   frienso__social__v1__circle_snapshot_request__init
+                     (Frienso__Social__V1__CircleSnapshotRequest         *message);
+size_t frienso__social__v1__circle_snapshot_request__get_packed_size
+                     (const Frienso__Social__V1__CircleSnapshotRequest   *message);
+size_t frienso__social__v1__circle_snapshot_request__pack
+                     (const Frienso__Social__V1__CircleSnapshotRequest   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__circle_snapshot_request__pack_to_buffer
+                     (const Frienso__Social__V1__CircleSnapshotRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__CircleSnapshotRequest *
+       frienso__social__v1__circle_snapshot_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__circle_snapshot_request__free_unpacked
+                     (Frienso__Social__V1__CircleSnapshotRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__CircleSnapshotResponse methods */
+void   frienso__social__v1__circle_snapshot_response__init
+                     (Frienso__Social__V1__CircleSnapshotResponse         *message);
+size_t frienso__social__v1__circle_snapshot_response__get_packed_size
+                     (const Frienso__Social__V1__CircleSnapshotResponse   *message);
+size_t frienso__social__v1__circle_snapshot_response__pack
+                     (const Frienso__Social__V1__CircleSnapshotResponse   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__circle_snapshot_response__pack_to_buffer
+                     (const Frienso__Social__V1__CircleSnapshotResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__CircleSnapshotResponse *
+       frienso__social__v1__circle_snapshot_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__circle_snapshot_response__free_unpacked
+                     (Frienso__Social__V1__CircleSnapshotResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__CircleEntry methods */
+void   frienso__social__v1__circle_entry__init
+                     (Frienso__Social__V1__CircleEntry         *message);
+size_t frienso__social__v1__circle_entry__get_packed_size
+                     (const Frienso__Social__V1__CircleEntry   *message);
+size_t frienso__social__v1__circle_entry__pack
+                     (const Frienso__Social__V1__CircleEntry   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__circle_entry__pack_to_buffer
+                     (const Frienso__Social__V1__CircleEntry   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__CircleEntry *
+       frienso__social__v1__circle_entry__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__circle_entry__free_unpacked
+                     (Frienso__Social__V1__CircleEntry *message,
+                      ProtobufCAllocator *allocator);
 /* Frienso__Social__V1__AnswerCircleRequestRequest methods */
 void   frienso__social__v1__answer_circle_request_request__init
                      (Frienso__Social__V1__AnswerCircleRequestRequest         *message);
@@ -2571,6 +2688,15 @@ typedef void (*Frienso__Social__V1__CircleOfRequest_Closure)
 typedef void (*Frienso__Social__V1__CircleRequestsForRequest_Closure)
                  (const Frienso__Social__V1__CircleRequestsForRequest *message,
                   void *closure_data);
+typedef void (*Frienso__Social__V1__CircleSnapshotRequest_Closure)
+                 (const Frienso__Social__V1__CircleSnapshotRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__CircleSnapshotResponse_Closure)
+                 (const Frienso__Social__V1__CircleSnapshotResponse *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__CircleEntry_Closure)
+                 (const Frienso__Social__V1__CircleEntry *message,
+                  void *closure_data);
 typedef void (*Frienso__Social__V1__AnswerCircleRequestRequest_Closure)
                  (const Frienso__Social__V1__AnswerCircleRequestRequest *message,
                   void *closure_data);
@@ -2658,6 +2784,9 @@ extern const ProtobufCMessageDescriptor frienso__social__v1__list_notices_reques
 extern const ProtobufCMessageDescriptor frienso__social__v1__list_notices_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__circle_of_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__circle_requests_for_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__circle_snapshot_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__circle_snapshot_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__circle_entry__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__answer_circle_request_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__erase_user_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__erase_user_response__descriptor;
