@@ -152,7 +152,7 @@ let package = Package(
         .target(
             name: "Geo",
             dependencies: [
-                "Wire", "FriensoProto", "Storage", "Identity", "SocialReplica",
+                "Wire", "FriensoProto", "Storage", "Identity", "SocialReplica", "Places",
                 csv,
                 grdb,
                 logging,
@@ -165,7 +165,7 @@ let package = Package(
         .target(
             name: "Alerts",
             dependencies: [
-                "Wire", "FriensoProto", "Storage", "Identity", "SocialReplica",
+                "Wire", "FriensoProto", "Storage", "Identity", "SocialReplica", "Places",
                 grdb,
                 logging,
                 postgres,
@@ -184,6 +184,13 @@ let package = Package(
                 postgres,
                 serviceLifecycle,
             ],
+            swiftSettings: swiftSettings
+        ),
+        // Places and distances on the Earth (geo's places and maths; alerts' copy of the places
+        // names where a helpNow was raised without asking geo).
+        .target(
+            name: "Places",
+            dependencies: ["FriensoProto"],
             swiftSettings: swiftSettings
         ),
         // The Clone replicas other services embed: the social graph (geo, alerts, media, accounts)
@@ -431,7 +438,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AlertsTests",
-            dependencies: ["Alerts", "Deliveries", "Geo", "Social", "SocialReplica", "Accounts", "Gateway", "Wire", "FriensoProto", "FriensoClient", "FriensoTesting",
+            dependencies: ["Alerts", "Deliveries", "Geo", "Social", "SocialReplica", "Places", "Accounts", "Gateway", "Wire", "FriensoProto", "FriensoClient", "FriensoTesting",
                            "ServiceKit", "Identity", "Storage",
                            grdb,
                            logging,
@@ -450,7 +457,7 @@ let package = Package(
         // Seeded mutation fuzzing of the codec, request decoding, a live host and the handlers.
         .testTarget(
             name: "FuzzTests",
-            dependencies: ["Wire", "FriensoProto", "FriensoTesting", "Accounts", "Social", "Geo", "Alerts", "Media", "CLinuxShims", "CZeroMQ",
+            dependencies: ["Wire", "FriensoProto", "FriensoTesting", "Accounts", "Social", "SocialReplica", "Places", "Geo", "Alerts", "Media", "CLinuxShims", "CZeroMQ",
                            logging],
             swiftSettings: swiftSettings
         ),

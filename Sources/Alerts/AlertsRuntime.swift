@@ -40,7 +40,8 @@ public final class AlertsWorker: Service, Sendable {
             Subscriber(endpoint: $0, prefixes: [SocialNotices.stream], logger: logger, security: security, context: context, reactor: reactor)
         }
         let geoSubscriber = geoEvents.map {
-            Subscriber(endpoint: $0, prefixes: [GeoPlaceEvents.stream], logger: logger, security: geoEventsSecurity, context: context, reactor: reactor)
+            Subscriber(endpoint: $0, prefixes: [GeoPlaceEvents.stream, GeoPlaceEvents.placesStream], logger: logger, security: geoEventsSecurity,
+                       context: context, reactor: reactor)
         }
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
@@ -48,9 +49,12 @@ public final class AlertsWorker: Service, Sendable {
                 group.addTask { await Self.maintenanceLoop(service, logger) }
                 group.addTask { await Self.noticeLoop(service, logger) }
                 group.addTask { await Self.circleCopyLoop(service, logger) }
+                group.addTask { await Self.placeBookLoop(service, logger) }
                 for subscriber in [subscriber, geoSubscriber].compactMap({ $0 }) {
                     group.addTask {
-                        for await _ in subscriber.events { service.noticeBell.ring() }
+                        for await event in subscriber.events {
+                            if event.topic == GeoPlaceEvents.placesStream { service.placesBell.ring() } else { service.noticeBell.ring() }
+                        }
                     }
                 }
                 await group.next()
@@ -132,6 +136,25 @@ public final class AlertsWorker: Service, Sendable {
         }
     }
 
+    /// Loads geo's places into the place book at start, again when geo announces an import, and
+    /// every minute (an announcement can be missed: a SUB socket joins late); until the first
+    /// load, every tenth of a second.
+    private static func placeBookLoop(_ service: AlertsService, _ logger: Logger) async {
+        var failing = false
+        while !Task.isCancelled {
+            do {
+                let before = service.placeBook.count
+                let count = try await service.loadPlaceBook()
+                if failing || before != count { logger.info("geo's places are loaded", metadata: ["places": "\(count)"]) }
+                failing = false
+            } catch {
+                if !failing { logger.warning("geo's places could not be loaded; retrying", metadata: ["error": "\(error)"]) }
+                failing = true
+            }
+            await service.placesBell.wait(timeout: service.placeBook.count == nil ? .milliseconds(100) : .seconds(60))
+        }
+    }
+
     /// Social's notices and geo's place events, each source on its own: one down does not hold up the other.
     private static func noticeLoop(_ service: AlertsService, _ logger: Logger) async {
         var failing: Set<String> = []
@@ -153,6 +176,8 @@ public final class AlertsWorker: Service, Sendable {
 /// Geo's place-event stream name, as alerts subscribes to it (`GeoService.placeEventStream`).
 public enum GeoPlaceEvents {
     public static let stream = "placeevents"
+    /// Geo's announcement of a place import (`GeoService.placesStream`).
+    public static let placesStream = "places"
 }
 
 /// Social's notice stream name, as alerts subscribes to it.

@@ -3,6 +3,7 @@ public import FriensoProto
 public import Logging
 public import Storage
 import Identity
+import Places
 public import Synchronization
 public import Wire
 
@@ -73,6 +74,10 @@ public final class AlertsService: Sendable {
     /// Every core circle, so that a helpNow need not wait for social (`CircleCopy`; loaded by the
     /// worker once the graph replica has loaded).
     let circleCopy: CircleCopy
+    /// Geo's places, so that a raise with the phone's own fix need not ask geo (`PlaceBook`).
+    let placeBook = PlaceBook()
+    /// Rung when geo announces an import (its "places" stream): the place book loads again.
+    let placesBell = Doorbell()
 
     /// Opens `<directory>/alerts.sqlite`.
     /// - Parameters:
@@ -128,6 +133,20 @@ public final class AlertsService: Sendable {
         } while after != 0
         circleCopy.replaceAll(circles, readAfter: before)
         return circles.count
+    }
+
+    /// Loads geo's places into the place book (`PlaceBook`). - Returns: how many.
+    @discardableResult
+    func loadPlaceBook(pageSize: Int = 1_000) async throws -> Int {
+        var places: [PlaceRecord] = []
+        var after: UInt64 = 0, within = 0.0
+        repeat {
+            let page = try await peers.places(afterID: after, limit: pageSize)
+            places += page.places
+            (after, within) = (page.next, page.within)
+        } while after != 0
+        placeBook.replace(places, within: within)
+        return places.count
     }
 
     /// Calls `observer` with the deliveries each pass finished (replacing any earlier one).

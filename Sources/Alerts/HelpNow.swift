@@ -53,7 +53,17 @@ extension AlertsService {
                 return []
             }
         }()
+        // The phone's own fix named from alerts' copy of geo's places when it has loaded: no
+        // question to geo (item 167); otherwise geo names it, or gives its latest fix.
+        let named: AlertsV1.AlertLocation? = phoneFix.flatMap { fix in
+            placeBook.name(lat: fix.latitude, lon: fix.longitude).map { place in
+                var location = fix
+                location.placeName = place
+                return location
+            }
+        }
         async let locationLookup: AlertsV1.AlertLocation = {
+            if let named { return named }
             do { return try await peers.latestLocation(of: caller, phoneFix: phoneFix) } catch {
                 // The phone's own fix still goes, without a place name.
                 if !Task.isCancelled { logger.warning("helpNow: no location from geo", metadata: ["error": "\(error)", "phone fix": "\(phoneFix != nil)"]) }

@@ -2,6 +2,7 @@ public import FriensoProto
 public import Logging
 public import Wire
 public import SocialReplica
+public import Places
 
 /// A member of someone's core circle as alerts reaches them: a user, or an invited phone number.
 public enum CircleContact: Sendable, Hashable {
@@ -26,6 +27,9 @@ public protocol AlertsPeers: Sendable {
     func circles(afterOwner: UInt64, owners: Int) async throws -> (circles: [(owner: UInt64, contacts: [CircleContact])], next: UInt64)
     /// The graph replica's count of circle changes (`CircleCopy`); nil: no replica, or not loaded.
     func circleClock(of owner: UInt64) -> CircleClock?
+    /// Geo's places after `afterID`, by id (`PlacesSnapshot`), with the distance within which one
+    /// names where someone is; `next` 0 after the last page.
+    func places(afterID: UInt64, limit: Int) async throws -> (places: [PlaceRecord], next: UInt64, within: Double)
     /// Pending coreFriend requests addressed to `member`: who asked, and when.
     func circleRequests(for member: UInt64) async throws -> [(owner: UInt64, atMs: Int64)]
     func respondToCircleRequest(member: UInt64, owner: UInt64, accept: Bool) async throws
@@ -89,6 +93,12 @@ public struct RemotePeers: AlertsPeers {
     public func circleFromReplica(of owner: UInt64) -> [CircleContact] { replicaCircle(owner).map { CircleContact.user($0) } }
 
     public func circleClock(of owner: UInt64) -> CircleClock? { replicaClock(owner) }
+
+    public func places(afterID: UInt64, limit: Int) async throws -> (places: [PlaceRecord], next: UInt64, within: Double) {
+        let page = try await geo.call(GeoV1.GeoService.placesSnapshot, GeoV1.PlacesSnapshotRequest(afterId: afterID, limit: UInt32(limit)),
+                                      options: CallOptions(deadline: .seconds(30), idempotent: true))
+        return (page.places.map(PlaceRecord.init), page.nextAfterId, page.withinM)
+    }
 
     public func circles(afterOwner: UInt64, owners: Int) async throws -> (circles: [(owner: UInt64, contacts: [CircleContact])], next: UInt64) {
         let page = try await social.call(SocialV1.SocialService.circleSnapshot, SocialV1.CircleSnapshotRequest(afterOwner: afterOwner, limit: UInt32(owners)),

@@ -6,6 +6,19 @@ public import Wire
 
 /// Places (operator imports, closest, on campus) and venue attendance. Check-ins: `CheckIns.swift`.
 extension GeoService {
+    /// The stream an import is announced on (alerts' copy of the places).
+    public static let placesStream = "places"
+
+    /// Every place, a page at a time by id, with the distance within which a place names where
+    /// someone is (alerts' copy: `PlacesSnapshotRequest`).
+    public func placesSnapshot(_ request: GeoV1.PlacesSnapshotRequest, _ context: RequestContext) async throws -> GeoV1.PlacesSnapshotResponse {
+        guard request.limit <= 5_000 else { throw RPCError.invalidArgument("limit: at most 5,000 places a page") }
+        let limit = request.limit == 0 ? 1_000 : Int(request.limit)
+        let page = state.mutex.withLock { s in Array(s.places.lazy.filter { $0.id > request.afterId }.sorted { $0.id < $1.id }.prefix(limit)) }
+        return GeoV1.PlacesSnapshotResponse(places: page.map(\.proto), nextAfterId: page.count == limit ? page.last?.id ?? 0 : 0,
+                                            withinM: config.aroundDistance)
+    }
+
     public func importPlaces(_ request: GeoV1.ImportPlacesRequest, _ context: RequestContext) async throws -> GeoV1.ImportPlacesResponse {
         guard !config.operatorKey.isEmpty else {
             throw RPCError.permissionDenied("place imports are disabled: no operator key is configured (geo.operatorKey)")
@@ -36,6 +49,7 @@ extension GeoService {
             s.places += stored
             for id in dropped { s.placeAlerts.remove(id) }
         }
+        publisher?.emit(topic: Self.placesStream, method: "geo.PlacesChanged", payload: []) // alerts' copy loads them again
         context.logger.info("places imported", metadata: ["count": "\(stored.count)", "skipped": "\(parsed.problems.count)"])
         return GeoV1.ImportPlacesResponse(imported: UInt32(stored.count), problems: parsed.problems)
     }

@@ -3,6 +3,7 @@ import Foundation
 import FriensoProto
 import FriensoTesting
 import GRDB
+import Places
 import Testing
 import Wire
 
@@ -192,14 +193,15 @@ extension AlertsTestGroup {
         }
 
         /// The phone's own fix, sent with the raise, is where the alert says the person is (not
-        /// geo's last stored fix), named by geo's places; at a campus place the prompt suggests
-        /// campus police. With geo down, the fix still goes, without a name.
+        /// geo's last stored fix), named by geo's places (asked while alerts' copy of them has not
+        /// loaded: no worker here); at a campus place the prompt suggests campus police. With geo
+        /// down, the fix still goes, without a name.
         @Test(arguments: Engine.allCases) func aPhonesOwnFix_isTheAlertsLocation_namedByGeo(engine: Engine) async throws {
             let peers = Self.anasCircle()
             peers.state.withLock { $0.placeNames["33.776,-118.11"] = "Pyramid Arena" }
             var config = testConfig()
             config.campusPoliceNumber = "+15625550100"
-            try await withAlerts(engine: engine, peers: peers, config: config) { h in
+            try await withAlerts(engine: engine, peers: peers, config: config, worker: false) { h in
                 let taken = WallClock.milliseconds() - 4_000
                 let fix = AlertsV1.DeviceFix(latitude: 33.776, longitude: -118.11, accuracyM: 6, deviceTimeMs: taken)
                 let reply = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "lost", fix: fix))
@@ -208,8 +210,7 @@ extension AlertsTestGroup {
                                                            placeName: "Pyramid Arena"), "the phone's fix, not geo's (Library)")
                 #expect(reply.alert?.emergency?.number == "+15625550100", "at a campus place: campus police")
                 #expect(peers.state.withLock { $0.locationLookups.map(\.phoneFix?.latitude) } == [33.776], "geo was asked to name the phone's point")
-                try await h.drained()
-                let bodies = try await h.sent().map(\.body)
+                let bodies = try await h.outbox().filter { $0.channel == .sms }.map(\.body)
                 #expect(bodies.count == 3 && bodies.allSatisfy { $0.contains("Last location near Pyramid Arena (33.77600,-118.11000)") })
                 #expect(h.recorder.events(to: 2).first?.location?.latitude == 33.776)
                 _ = try await h.call(1, API.resolveHelpNow, AlertsV1.ResolveHelpNowRequest())
@@ -219,6 +220,44 @@ extension AlertsTestGroup {
                 #expect(unnamed.alert?.location == AlertsV1.AlertLocation(known: true, latitude: 33.776, longitude: -118.11, accuracyM: 6, fixTimeMs: taken),
                         "geo down: the phone's fix still goes, without a place name")
                 #expect(unnamed.alert?.emergency?.number == "911", "no place name: the emergency number")
+            }
+        }
+
+        /// With geo's places loaded (`PlaceBook`), a raise with the phone's own fix is named
+        /// without asking geo, the campus police prompt too; a raise without a fix still asks geo
+        /// for its latest; before the places load, geo names the fix.
+        @Test(arguments: Engine.allCases) func withThePlacesLoaded_aPhonesFixIsNamed_withoutAskingGeo(engine: Engine) async throws {
+            let peers = Self.anasCircle()
+            peers.state.withLock { s in
+                s.places = [PlaceRecord(id: 1, name: "Frienso State University", kind: .campus, lat: 33.78, lon: -118.113, radius: 0,
+                                        ring: [(33.776, -118.118), (33.776, -118.108), (33.785, -118.108), (33.785, -118.118)]),
+                            PlaceRecord(id: 2, name: "Student Union", kind: .venue, lat: 33.781, lon: -118.113, radius: 40, ring: []),
+                            PlaceRecord(id: 3, name: "Engineering Hall", kind: .building, lat: 33.783, lon: -118.111, radius: 30, ring: [])]
+                s.placeNames["33.7812,-118.1131"] = "Student Union (from geo)"
+            }
+            var config = testConfig()
+            config.campusPoliceNumber = "+15625550100"
+            try await withAlerts(engine: engine, peers: peers, config: config, worker: false) { h in
+                let fix = AlertsV1.DeviceFix(latitude: 33.7812, longitude: -118.1131, accuracyM: 5, deviceTimeMs: WallClock.milliseconds())
+                let unloaded = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(fix: fix))
+                #expect(unloaded.alert?.location?.placeName == "Student Union (from geo)", "not loaded yet: geo names it")
+                _ = try await h.call(1, API.resolveHelpNow, AlertsV1.ResolveHelpNowRequest())
+
+                #expect(try await h.service.loadPlaceBook(pageSize: 2) == 3)
+                peers.state.withLock { $0.locationLookups = [] }
+                let named = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(fix: fix))
+                #expect(named.alert?.location?.placeName == "Student Union" && named.alert?.emergency?.number == "+15625550100")
+                _ = try await h.call(1, API.resolveHelpNow, AlertsV1.ResolveHelpNowRequest())
+                // Far from every building and venue (on campus still: the outline names nothing).
+                let far = AlertsV1.DeviceFix(latitude: 33.7770, longitude: -118.1170, accuracyM: 5, deviceTimeMs: WallClock.milliseconds())
+                let unnamed = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(fix: far))
+                #expect(unnamed.alert?.location?.known == true && unnamed.alert?.location?.placeName == "")
+                #expect(peers.state.withLock { $0.locationLookups }.isEmpty, "geo was not asked")
+                _ = try await h.call(1, API.resolveHelpNow, AlertsV1.ResolveHelpNowRequest())
+                // Without a fix: geo's latest, as before.
+                let stored = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest())
+                #expect(stored.alert?.location?.placeName == "Library")
+                #expect(peers.state.withLock { $0.locationLookups.map(\.user) } == [1])
             }
         }
 

@@ -5,6 +5,7 @@ import FriensoTesting
 import GRDB
 import Logging
 import ServiceLifecycle
+import Places
 import SocialReplica
 import Storage
 import Synchronization
@@ -32,6 +33,8 @@ final class FakePeers: AlertsPeers {
         var socialAsked: [UInt64] = []
         var snapshotPages = 0
         var replica: Replica?
+        /// Geo's places (`PlacesSnapshot`).
+        var places: [PlaceRecord] = []
     }
     let state = Mutex(State())
 
@@ -64,6 +67,14 @@ final class FakePeers: AlertsPeers {
     func circleClock(of owner: UInt64) -> CircleClock? {
         state.withLock { s in
             s.replica.map { CircleClock(generation: $0.generation, changes: $0.changes, ownerChangedAt: $0.changedAt[owner] ?? 0) }
+        }
+    }
+
+    func places(afterID: UInt64, limit: Int) async throws -> (places: [PlaceRecord], next: UInt64, within: Double) {
+        try check("geo")
+        return state.withLock { s in
+            let page = Array(s.places.filter { $0.id > afterID }.sorted { $0.id < $1.id }.prefix(limit))
+            return (page, page.count == limit ? page.last!.id : 0, 150)
         }
     }
 

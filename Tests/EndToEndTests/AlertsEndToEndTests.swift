@@ -22,6 +22,9 @@ struct AlertsEndToEndTests {
         #expect(try await ana.run(["circle", "add", "ben"]).status == 0)
         #expect(try await ana.run(["circle", "add", "cyd"]).status == 0)
         #expect(try await ana.run(["circle", "add", "+15625550599"]).status == 0)
+        // The campus's buildings and venues: what names where a helpNow was raised.
+        let campus = Repository.root.appendingPathComponent("deploy/data/campus.geojson").path
+        #expect(try await ana.run(["places", "import", campus, "--operator-key", "e2e-operator"]).status == 0)
         // Ben and Cy answer from their inbox: the coreFriend request comes from social.
         for cli in [ben, cy] {
             let inbox = try await cli.run(["inbox"])
@@ -72,8 +75,9 @@ struct AlertsEndToEndTests {
         // Social and geo die: a helpNow still reaches the whole circle, the invited number too,
         // from alerts' copy of the circles, which the restarted alerts loaded once its graph
         // replica had (the replica alone has the accepted members only).
-        try await eventually("the restarted alerts' copy of the core circles") {
-            ((try? String(contentsOfFile: "\(procs.workDirectory)/alerts.log", encoding: .utf8)) ?? "").contains("the copy of the core circles is loaded")
+        try await eventually("the restarted alerts' copies of the core circles and of geo's places") {
+            let log = (try? String(contentsOfFile: "\(procs.workDirectory)/alerts.log", encoding: .utf8)) ?? ""
+            return log.contains("the copy of the core circles is loaded") && log.contains("places=6 [Alerts] geo's places are loaded")
         }
         procs.kill9("social")
         procs.kill9("geo")
@@ -84,11 +88,14 @@ struct AlertsEndToEndTests {
             Set(try stack.sent().filter { $0.1.contains("second time") }.map(\.0)).isSuperset(of: ["+15625550502", "+15625550503", "+15625550599"])
         }
         _ = try await ana.run(["help-now", "resolve"])
-        // Geo still dead, but her phone knows where she is: the alert carries its fix.
-        let located = try await ana.run(["help-now", "--message", "third time", "--lat", "33.779", "--lon", "-118.112", "--accuracy", "7"])
-        #expect(located.status == 0 && located.output.contains("33.77900, -118.11200"), "\(located.output)\n\(procs.logs())")
+        // Geo still dead, but her phone knows where she is: the alert carries its fix, named from
+        // alerts' copy of geo's places.
+        let located = try await ana.run(["help-now", "--message", "third time", "--lat", "33.781", "--lon", "-118.113", "--accuracy", "7"])
+        #expect(located.status == 0 && located.output.contains("33.78100, -118.11300 (near Student Union)"), "\(located.output)\n\(procs.logs())")
         try await eventually("the third alert's SMS, with the phone's fix") {
-            try stack.sent().contains { $0.0 == "+15625550502" && $0.1.contains("third time") && $0.1.contains("Last location 33.77900,-118.11200") }
+            try stack.sent().contains {
+                $0.0 == "+15625550502" && $0.1.contains("third time") && $0.1.contains("Last location near Student Union (33.78100,-118.11300)")
+            }
         }
         _ = try await ana.run(["help-now", "resolve"])
         try await stack.start("social")

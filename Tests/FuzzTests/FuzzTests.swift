@@ -9,6 +9,7 @@ import FriensoTesting
 import Geo
 import Logging
 import Media
+import Places
 import SocialReplica
 import Testing
 @testable import Wire
@@ -291,6 +292,7 @@ struct QuietPeers: AlertsPeers {
     func circleFromReplica(of owner: UInt64) -> [CircleContact] { [] }
     func circles(afterOwner: UInt64, owners: Int) async throws -> (circles: [(owner: UInt64, contacts: [CircleContact])], next: UInt64) { ([], 0) }
     func circleClock(of owner: UInt64) -> CircleClock? { nil }
+    func places(afterID: UInt64, limit: Int) async throws -> (places: [PlaceRecord], next: UInt64, within: Double) { ([], 0, 150) }
     func circleRequests(for member: UInt64) async throws -> [(owner: UInt64, atMs: Int64)] { [] }
     func respondToCircleRequest(member: UInt64, owner: UInt64, accept: Bool) async throws { throw RPCError.notFound("no such request") }
     func notices(after id: UInt64, limit: Int) async throws -> [SocialV1.Notice] { [] }

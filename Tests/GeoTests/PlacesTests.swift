@@ -65,6 +65,29 @@ extension GeoTestGroup {
             }
         }
 
+        /// alerts' copy of the places: every place a page at a time, with geo's "around"
+        /// distance, and each import announced on the "places" stream.
+        @Test(arguments: Engine.allCases) func placesSnapshot_pagesEveryPlace_andAnImportIsAnnounced(engine: Engine) async throws {
+            try await withGeo(engine: engine, operatorKey: "op-secret") { geo async throws in
+                #expect(try await geo.call(0, API.placesSnapshot, GeoV1.PlacesSnapshotRequest()).places.isEmpty)
+                try await importSample(geo)
+                #expect(geo.recorder.all.filter { $0.topic == GeoService.placesStream }.map(\.method) == ["geo.PlacesChanged"])
+                var pages: [[GeoV1.Place]] = []
+                var after: UInt64 = 0
+                repeat {
+                    let page = try await geo.call(0, API.placesSnapshot, GeoV1.PlacesSnapshotRequest(afterId: after, limit: 4))
+                    #expect(page.withinM == 150)
+                    pages.append(page.places)
+                    after = page.nextAfterId
+                } while after != 0 && pages.count < 5
+                #expect(pages.map(\.count) == [4, 2])
+                let all = pages.flatMap { $0 }
+                #expect(all.map(\.placeId) == all.map(\.placeId).sorted() && Set(all.map(\.name)).count == 6)
+                #expect(all.contains { $0.name == "University Library" && $0.polygonLat.count >= 4 }, "outlines come too")
+                await expectError(.invalidArgument) { _ = try await geo.call(0, API.placesSnapshot, GeoV1.PlacesSnapshotRequest(limit: 5_001)) }
+            }
+        }
+
         @Test(arguments: Engine.allCases) func listPlaces_aroundAPoint_nearestFirst_withOutlines_forAMap(engine: Engine) async throws {
             try await withGeo(engine: engine, operatorKey: "op-secret") { geo async throws in
                 try await importSample(geo)

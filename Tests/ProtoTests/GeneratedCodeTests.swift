@@ -38,7 +38,7 @@ struct GeneratedCodeTests {
         let readsByOtherNames: Set = [
             "accounts.WhoAmI", "accounts.ValidateSession", "accounts.ContactDetails", "accounts.FindUsers", "accounts.MatchContacts",
             "accounts.ProfilesSnapshot", "geo.FriendsLocations", "geo.Nearby", "geo.Navigate", "geo.ClosestPlace", "geo.LatestLocation",
-            "geo.CheckInAccess", "geo.ViewShareLink", "social.RecommendFriends", "social.GraphSnapshot", "social.CircleSnapshot", "social.CircleOf",
+            "geo.CheckInAccess", "geo.ViewShareLink", "geo.PlacesSnapshot", "social.RecommendFriends", "social.GraphSnapshot", "social.CircleSnapshot", "social.CircleOf",
             "social.CircleRequestsFor"]
         for method in ProtoIndex.methods {
             let named = readPrefixes.contains { method.name.hasPrefix($0) }

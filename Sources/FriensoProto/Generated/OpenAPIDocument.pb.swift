@@ -9035,6 +9035,43 @@ public enum OpenAPIDocument {
     },
     "additionalProperties": false
    },
+   "frienso.geo.v1.PlacesSnapshotRequest": {
+    "type": "object",
+    "properties": {
+     "afterId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "limit": {
+      "type": "integer",
+      "format": "int64",
+      "minimum": 0,
+      "maximum": 4294967295
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.PlacesSnapshotResponse": {
+    "type": "object",
+    "properties": {
+     "places": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.geo.v1.Place"
+      }
+     },
+     "nextAfterId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "withinM": {
+      "type": "number"
+     }
+    },
+    "additionalProperties": false
+   },
    "frienso.geo.v1.PrecisionSetting": {
     "type": "object",
     "properties": {

@@ -152,6 +152,8 @@ public enum ProtoIndex {
         GeoV1.DeleteHistoryResponse.self,
         GeoV1.LatestLocationRequest.self,
         GeoV1.LatestLocationResponse.self,
+        GeoV1.PlacesSnapshotRequest.self,
+        GeoV1.PlacesSnapshotResponse.self,
         GeoV1.CheckInAccessRequest.self,
         GeoV1.CheckInAccessResponse.self,
         GeoV1.GetPlaceRequest.self,

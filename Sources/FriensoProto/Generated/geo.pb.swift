@@ -2175,6 +2175,209 @@ extension GeoV1.LatestLocationResponse {
 }
 
 extension GeoV1 {
+    /// `frienso.geo.v1.PlacesSnapshotRequest`
+    public struct PlacesSnapshotRequest: ProtoMessage {
+        public var afterId: UInt64
+        public var limit: UInt32
+
+        public init() {
+        self.afterId = 0
+        self.limit = 0
+        }
+
+        public init(afterId: UInt64 = 0, limit: UInt32 = 0) {
+        self.afterId = afterId
+        self.limit = limit
+        }
+    }
+}
+
+extension GeoV1.PlacesSnapshotRequest {
+    public static let protoName = "frienso.geo.v1.PlacesSnapshotRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__PlacesSnapshotRequest()
+            frienso__geo__v1__places_snapshot_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__places_snapshot_request__get_packed_size, pack: frienso__geo__v1__places_snapshot_request__pack)
+        }
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__PlacesSnapshotRequest()
+            frienso__geo__v1__places_snapshot_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__places_snapshot_request__get_packed_size, pack: frienso__geo__v1__places_snapshot_request__pack, into: allocate)
+        }
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.PlacesSnapshotRequest", unpack: frienso__geo__v1__places_snapshot_request__unpack) { Self(c: $0.pointee) }
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.PlacesSnapshotRequest", unpack: frienso__geo__v1__places_snapshot_request__unpack) { Self(c: $0.pointee) }
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__PlacesSnapshotRequest, arena _: ProtoArena) {
+        c.after_id = self.afterId
+        c.limit = self.limit
+    }
+
+    init(c: Frienso__Geo__V1__PlacesSnapshotRequest) {
+        self.afterId = c.after_id
+        self.limit = c.limit
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("afterId", .string(String(self.afterId))), ("limit", .number(Double(self.limit)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"afterId":"#.utf8)
+        JSONText.quoted(self.afterId, into: &out)
+        out.append(contentsOf: #","limit":"#.utf8)
+        JSONText.number(Double(self.limit), into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "afterId", "after_id": self.afterId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "limit": self.limit = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.afterId
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(afterId: ProtoSample.uint64(seed, 1), limit: ProtoSample.uint32(seed, 2))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.PlacesSnapshotResponse`
+    public struct PlacesSnapshotResponse: ProtoMessage {
+        public var places: [GeoV1.Place]
+        public var nextAfterId: UInt64
+        public var withinM: Double
+
+        public init() {
+        self.places = []
+        self.nextAfterId = 0
+        self.withinM = 0
+        }
+
+        public init(places: [GeoV1.Place] = [], nextAfterId: UInt64 = 0, withinM: Double = 0) {
+        self.places = places
+        self.nextAfterId = nextAfterId
+        self.withinM = withinM
+        }
+    }
+}
+
+extension GeoV1.PlacesSnapshotResponse {
+    public static let protoName = "frienso.geo.v1.PlacesSnapshotResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__PlacesSnapshotResponse()
+            frienso__geo__v1__places_snapshot_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__places_snapshot_response__get_packed_size, pack: frienso__geo__v1__places_snapshot_response__pack)
+        }
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__PlacesSnapshotResponse()
+            frienso__geo__v1__places_snapshot_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__places_snapshot_response__get_packed_size, pack: frienso__geo__v1__places_snapshot_response__pack, into: allocate)
+        }
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.PlacesSnapshotResponse", unpack: frienso__geo__v1__places_snapshot_response__unpack) { Self(c: $0.pointee) }
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.PlacesSnapshotResponse", unpack: frienso__geo__v1__places_snapshot_response__unpack) { Self(c: $0.pointee) }
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__PlacesSnapshotResponse, arena: ProtoArena) {
+        c.n_places = self.places.count
+        c.places = arena.array(self.places.map { value in arena.message(of: Frienso__Geo__V1__Place.self) { frienso__geo__v1__place__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        c.next_after_id = self.nextAfterId
+        c.within_m = self.withinM
+    }
+
+    init(c: Frienso__Geo__V1__PlacesSnapshotResponse) {
+        self.places = ProtoRuntime.array(c.places, count: c.n_places) { GeoV1.Place(c: $0!.pointee) }
+        self.nextAfterId = c.next_after_id
+        self.withinM = c.within_m
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("places", .array(self.places.map { $0.jsonValue })), ("nextAfterId", .string(String(self.nextAfterId))), ("withinM", .number(Double(self.withinM)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"places":"#.utf8)
+        JSONText.array(self.places, into: &out) { item, out in item.writeJSON(into: &out) }
+        out.append(contentsOf: #","nextAfterId":"#.utf8)
+        JSONText.quoted(self.nextAfterId, into: &out)
+        out.append(contentsOf: #","withinM":"#.utf8)
+        JSONText.number(Double(self.withinM), into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "places": self.places = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try GeoV1.Place(json: item) } }
+            case "nextAfterId", "next_after_id": self.nextAfterId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "withinM", "within_m": self.withinM = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        var m = self.places.reduce(0) { Swift.max($0, $1.largestUInt64) }
+        m = Swift.max(m, self.nextAfterId)
+        return m
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(places: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.Place.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [], nextAfterId: ProtoSample.uint64(seed, 2), withinM: Double(seed) * 1.5 - 3.25)
+    }
+}
+
+extension GeoV1 {
     /// `frienso.geo.v1.CheckInAccessRequest`
     public struct CheckInAccessRequest: ProtoMessage {
         public var viewerId: UInt64
@@ -8919,6 +9122,7 @@ extension GeoV1 {
         public static let checkIn = RPCMethod<CheckInRequest, CheckInResponse>(service: "geo", name: "CheckIn", access: .authenticated)
         public static let listCheckIns = RPCMethod<ListCheckInsRequest, ListCheckInsResponse>(service: "geo", name: "ListCheckIns", access: .authenticated, readOnly: true)
         public static let latestLocation = RPCMethod<LatestLocationRequest, LatestLocationResponse>(service: "geo", name: "LatestLocation", access: .internal, callers: ["social", "alerts"], readOnly: true)
+        public static let placesSnapshot = RPCMethod<PlacesSnapshotRequest, PlacesSnapshotResponse>(service: "geo", name: "PlacesSnapshot", access: .internal, callers: ["alerts"], readOnly: true)
         public static let checkInAccess = RPCMethod<CheckInAccessRequest, CheckInAccessResponse>(service: "geo", name: "CheckInAccess", access: .internal, callers: ["media"], readOnly: true)
         public static let getPlace = RPCMethod<GetPlaceRequest, GetPlaceResponse>(service: "geo", name: "GetPlace", access: .internal, callers: ["media"], readOnly: true)
         public static let eraseUser = RPCMethod<EraseUserRequest, EraseUserResponse>(service: "geo", name: "EraseUser", access: .internal, callers: ["accounts"])
@@ -8940,9 +9144,9 @@ extension GeoV1 {
         public static let deletePlaceAlert = RPCMethod<DeletePlaceAlertRequest, DeletePlaceAlertResponse>(service: "geo", name: "DeletePlaceAlert", access: .authenticated)
         public static let listPlaceEvents = RPCMethod<ListPlaceEventsRequest, ListPlaceEventsResponse>(service: "geo", name: "ListPlaceEvents", access: .internal, callers: ["alerts"], readOnly: true)
 
-        public static let all: [AnyRPCMethod] = [updateLocation.erased, getSharing.erased, updateSharing.erased, friendsLocations.erased, nearby.erased, navigate.erased, deleteHistory.erased, importPlaces.erased, closestPlace.erased, listPlaces.erased, listVenues.erased, checkIn.erased, listCheckIns.erased, latestLocation.erased, checkInAccess.erased, getPlace.erased, eraseUser.erased, exportMyData.erased, setPrecision.erased, getPrecision.erased, listAudit.erased, createShareLink.erased, listShareLinks.erased, revokeShareLink.erased, viewShareLink.erased, setZone.erased, listZones.erased, deleteZone.erased, allowPlaceAlerts.erased, listPlaceAlertTargets.erased, createPlaceAlert.erased, listPlaceAlerts.erased, deletePlaceAlert.erased, listPlaceEvents.erased]
+        public static let all: [AnyRPCMethod] = [updateLocation.erased, getSharing.erased, updateSharing.erased, friendsLocations.erased, nearby.erased, navigate.erased, deleteHistory.erased, importPlaces.erased, closestPlace.erased, listPlaces.erased, listVenues.erased, checkIn.erased, listCheckIns.erased, latestLocation.erased, placesSnapshot.erased, checkInAccess.erased, getPlace.erased, eraseUser.erased, exportMyData.erased, setPrecision.erased, getPrecision.erased, listAudit.erased, createShareLink.erased, listShareLinks.erased, revokeShareLink.erased, viewShareLink.erased, setZone.erased, listZones.erased, deleteZone.erased, allowPlaceAlerts.erased, listPlaceAlertTargets.erased, createPlaceAlert.erased, listPlaceAlerts.erased, deletePlaceAlert.erased, listPlaceEvents.erased]
 
         /// Each rpc's request and response in proto3's JSON mapping.
-        public static let jsonCodecs: [MethodJSONCodec] = [updateLocation.jsonCodec, getSharing.jsonCodec, updateSharing.jsonCodec, friendsLocations.jsonCodec, nearby.jsonCodec, navigate.jsonCodec, deleteHistory.jsonCodec, importPlaces.jsonCodec, closestPlace.jsonCodec, listPlaces.jsonCodec, listVenues.jsonCodec, checkIn.jsonCodec, listCheckIns.jsonCodec, latestLocation.jsonCodec, checkInAccess.jsonCodec, getPlace.jsonCodec, eraseUser.jsonCodec, exportMyData.jsonCodec, setPrecision.jsonCodec, getPrecision.jsonCodec, listAudit.jsonCodec, createShareLink.jsonCodec, listShareLinks.jsonCodec, revokeShareLink.jsonCodec, viewShareLink.jsonCodec, setZone.jsonCodec, listZones.jsonCodec, deleteZone.jsonCodec, allowPlaceAlerts.jsonCodec, listPlaceAlertTargets.jsonCodec, createPlaceAlert.jsonCodec, listPlaceAlerts.jsonCodec, deletePlaceAlert.jsonCodec, listPlaceEvents.jsonCodec]
+        public static let jsonCodecs: [MethodJSONCodec] = [updateLocation.jsonCodec, getSharing.jsonCodec, updateSharing.jsonCodec, friendsLocations.jsonCodec, nearby.jsonCodec, navigate.jsonCodec, deleteHistory.jsonCodec, importPlaces.jsonCodec, closestPlace.jsonCodec, listPlaces.jsonCodec, listVenues.jsonCodec, checkIn.jsonCodec, listCheckIns.jsonCodec, latestLocation.jsonCodec, placesSnapshot.jsonCodec, checkInAccess.jsonCodec, getPlace.jsonCodec, eraseUser.jsonCodec, exportMyData.jsonCodec, setPrecision.jsonCodec, getPrecision.jsonCodec, listAudit.jsonCodec, createShareLink.jsonCodec, listShareLinks.jsonCodec, revokeShareLink.jsonCodec, viewShareLink.jsonCodec, setZone.jsonCodec, listZones.jsonCodec, deleteZone.jsonCodec, allowPlaceAlerts.jsonCodec, listPlaceAlertTargets.jsonCodec, createPlaceAlert.jsonCodec, listPlaceAlerts.jsonCodec, deletePlaceAlert.jsonCodec, listPlaceEvents.jsonCodec]
     }
 }

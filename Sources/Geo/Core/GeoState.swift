@@ -47,23 +47,15 @@ struct GeoState: Sendable {
         return true
     }
 
-    /// The nearest place of `kind` to a point, with its distance. Unspecified: buildings and
-    /// venues (a campus outline contains everything on campus; `on_campus` says that). Between
-    /// places that both contain the point, the smaller wins.
+    /// The nearest place of `kind` to a point, with its distance (`PlaceRecord`'s rules, which
+    /// alerts' copy of the places shares).
     func closestPlace(lat: Double, lon: Double, kind: GeoV1.PlaceKind = .unspecified) -> (PlaceRecord, Double)? {
-        var best: (PlaceRecord, Double)?
-        for place in places where kind == .unspecified ? place.kind != .campus : place.kind == kind {
-            let d = place.distance(lat: lat, lon: lon)
-            if let current = best, d > current.1 || (d == current.1 && place.reach >= current.0.reach) { continue }
-            best = (place, d)
-        }
-        return best
+        places.closest(lat: lat, lon: lon, kind: kind)
     }
 
     /// The building or venue someone at (lat, lon) is at or near, within `within` metres.
     func placeNear(lat: Double, lon: Double, within: Double) -> PlaceRecord? {
-        guard let (place, distance) = closestPlace(lat: lat, lon: lon), distance <= within else { return nil }
-        return place
+        places.near(lat: lat, lon: lon, within: within)
     }
 
     /// "Around <place>", or "" when no place is near.

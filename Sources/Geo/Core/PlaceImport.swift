@@ -2,55 +2,6 @@ import Foundation
 import FriensoProto
 import SwiftCSV
 
-/// A place as geo keeps it in memory.
-struct PlaceRecord: Sendable {
-    var id: UInt64
-    var name: String
-    var kind: GeoV1.PlaceKind
-    var lat: Double
-    var lon: Double
-    var radius: Double
-    /// Outer ring (lat, lon), closed or not; empty for a point.
-    var ring: [(lat: Double, lon: Double)]
-
-    var proto: GeoV1.Place {
-        GeoV1.Place(placeId: id, name: name, kind: kind, latitude: lat, longitude: lon, radiusM: radius,
-                    polygonLat: ring.map(\.lat), polygonLon: ring.map(\.lon))
-    }
-
-    /// Whether (lat, lon) is inside: in the polygon (even-odd rule on lat/lon, fine at campus
-    /// scale), or within the radius of the point.
-    func contains(lat: Double, lon: Double) -> Bool {
-        if ring.count >= 3 { return PlaceRecord.inside(ring, lat: lat, lon: lon) }
-        return GeoMath.distance(lat1: self.lat, lon1: self.lon, lat2: lat, lon2: lon) <= radius
-    }
-
-    /// Distance from (lat, lon) to the place: 0 inside, else to the nearest vertex or point.
-    func distance(lat: Double, lon: Double) -> Double {
-        if ring.count >= 3 {
-            if PlaceRecord.inside(ring, lat: lat, lon: lon) { return 0 }
-            return ring.map { GeoMath.distance(lat1: lat, lon1: lon, lat2: $0.lat, lon2: $0.lon) }.min() ?? .infinity
-        }
-        return max(0, GeoMath.distance(lat1: self.lat, lon1: self.lon, lat2: lat, lon2: lon))
-    }
-
-    /// How far from the reference point anything inside can be (to bound venue searches).
-    var reach: Double {
-        ring.isEmpty ? radius : ring.map { GeoMath.distance(lat1: lat, lon1: lon, lat2: $0.lat, lon2: $0.lon) }.max() ?? 0
-    }
-
-    static func inside(_ ring: [(lat: Double, lon: Double)], lat: Double, lon: Double) -> Bool {
-        var inside = false
-        var j = ring.count - 1
-        for i in 0..<ring.count {
-            let (yi, xi) = ring[i], (yj, xj) = ring[j]
-            if (yi > lat) != (yj > lat), lon < (xj - xi) * (lat - yi) / (yj - yi) + xi { inside.toggle() }
-            j = i
-        }
-        return inside
-    }
-}
-
 /// Parses operator imports. Every feature or row is checked on its own; bad ones are reported
 /// and skipped, good ones imported.
 enum PlaceImport {

@@ -207,6 +207,8 @@ extension GeoV1.GeoService {
         func listCheckIns(_ request: GeoV1.ListCheckInsRequest, _ context: RequestContext) async throws -> GeoV1.ListCheckInsResponse
         /// `geo.LatestLocation` (internal: social, alerts, read).
         func latestLocation(_ request: GeoV1.LatestLocationRequest, _ context: RequestContext) async throws -> GeoV1.LatestLocationResponse
+        /// `geo.PlacesSnapshot` (internal: alerts, read).
+        func placesSnapshot(_ request: GeoV1.PlacesSnapshotRequest, _ context: RequestContext) async throws -> GeoV1.PlacesSnapshotResponse
         /// `geo.CheckInAccess` (internal: media, read).
         func checkInAccess(_ request: GeoV1.CheckInAccessRequest, _ context: RequestContext) async throws -> GeoV1.CheckInAccessResponse
         /// `geo.GetPlace` (internal: media, read).
@@ -276,6 +278,7 @@ extension MethodRouter {
         register(GeoV1.GeoService.checkIn) { try await handler.checkIn($0, $1) }
         register(GeoV1.GeoService.listCheckIns) { try await handler.listCheckIns($0, $1) }
         register(GeoV1.GeoService.latestLocation) { try await handler.latestLocation($0, $1) }
+        register(GeoV1.GeoService.placesSnapshot) { try await handler.placesSnapshot($0, $1) }
         register(GeoV1.GeoService.checkInAccess) { try await handler.checkInAccess($0, $1) }
         register(GeoV1.GeoService.getPlace) { try await handler.getPlace($0, $1) }
         register(GeoV1.GeoService.eraseUser) { try await handler.eraseUser($0, $1) }

@@ -907,6 +907,96 @@ void   frienso__geo__v1__latest_location_response__free_unpacked
   assert(message->base.descriptor == &frienso__geo__v1__latest_location_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__geo__v1__places_snapshot_request__init
+                     (Frienso__Geo__V1__PlacesSnapshotRequest         *message)
+{
+  static const Frienso__Geo__V1__PlacesSnapshotRequest init_value = FRIENSO__GEO__V1__PLACES_SNAPSHOT_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__places_snapshot_request__get_packed_size
+                     (const Frienso__Geo__V1__PlacesSnapshotRequest *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__places_snapshot_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__places_snapshot_request__pack
+                     (const Frienso__Geo__V1__PlacesSnapshotRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__places_snapshot_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__places_snapshot_request__pack_to_buffer
+                     (const Frienso__Geo__V1__PlacesSnapshotRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__places_snapshot_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__PlacesSnapshotRequest *
+       frienso__geo__v1__places_snapshot_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__PlacesSnapshotRequest *)
+     protobuf_c_message_unpack (&frienso__geo__v1__places_snapshot_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__places_snapshot_request__free_unpacked
+                     (Frienso__Geo__V1__PlacesSnapshotRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__places_snapshot_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__places_snapshot_response__init
+                     (Frienso__Geo__V1__PlacesSnapshotResponse         *message)
+{
+  static const Frienso__Geo__V1__PlacesSnapshotResponse init_value = FRIENSO__GEO__V1__PLACES_SNAPSHOT_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__places_snapshot_response__get_packed_size
+                     (const Frienso__Geo__V1__PlacesSnapshotResponse *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__places_snapshot_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__places_snapshot_response__pack
+                     (const Frienso__Geo__V1__PlacesSnapshotResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__places_snapshot_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__places_snapshot_response__pack_to_buffer
+                     (const Frienso__Geo__V1__PlacesSnapshotResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__places_snapshot_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__PlacesSnapshotResponse *
+       frienso__geo__v1__places_snapshot_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__PlacesSnapshotResponse *)
+     protobuf_c_message_unpack (&frienso__geo__v1__places_snapshot_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__places_snapshot_response__free_unpacked
+                     (Frienso__Geo__V1__PlacesSnapshotResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__places_snapshot_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   frienso__geo__v1__check_in_access_request__init
                      (Frienso__Geo__V1__CheckInAccessRequest         *message)
 {
@@ -4933,6 +5023,121 @@ const ProtobufCMessageDescriptor frienso__geo__v1__latest_location_response__des
   frienso__geo__v1__latest_location_response__field_indices_by_name,
   1,  frienso__geo__v1__latest_location_response__number_ranges,
   (ProtobufCMessageInit) frienso__geo__v1__latest_location_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__places_snapshot_request__field_descriptors[2] =
+{
+  {
+    "after_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__PlacesSnapshotRequest, after_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "limit",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__PlacesSnapshotRequest, limit),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__places_snapshot_request__field_indices_by_name[] = {
+  0,   /* field[0] = after_id */
+  1,   /* field[1] = limit */
+};
+static const ProtobufCIntRange frienso__geo__v1__places_snapshot_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__places_snapshot_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.PlacesSnapshotRequest",
+  "PlacesSnapshotRequest",
+  "Frienso__Geo__V1__PlacesSnapshotRequest",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__PlacesSnapshotRequest),
+  2,
+  frienso__geo__v1__places_snapshot_request__field_descriptors,
+  frienso__geo__v1__places_snapshot_request__field_indices_by_name,
+  1,  frienso__geo__v1__places_snapshot_request__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__places_snapshot_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__places_snapshot_response__field_descriptors[3] =
+{
+  {
+    "places",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Geo__V1__PlacesSnapshotResponse, n_places),
+    offsetof(Frienso__Geo__V1__PlacesSnapshotResponse, places),
+    &frienso__geo__v1__place__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "next_after_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__PlacesSnapshotResponse, next_after_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "within_m",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__PlacesSnapshotResponse, within_m),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__places_snapshot_response__field_indices_by_name[] = {
+  1,   /* field[1] = next_after_id */
+  0,   /* field[0] = places */
+  2,   /* field[2] = within_m */
+};
+static const ProtobufCIntRange frienso__geo__v1__places_snapshot_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__places_snapshot_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.PlacesSnapshotResponse",
+  "PlacesSnapshotResponse",
+  "Frienso__Geo__V1__PlacesSnapshotResponse",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__PlacesSnapshotResponse),
+  3,
+  frienso__geo__v1__places_snapshot_response__field_descriptors,
+  frienso__geo__v1__places_snapshot_response__field_indices_by_name,
+  1,  frienso__geo__v1__places_snapshot_response__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__places_snapshot_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor frienso__geo__v1__check_in_access_request__field_descriptors[2] =

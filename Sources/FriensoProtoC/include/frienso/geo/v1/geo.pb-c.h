@@ -35,6 +35,8 @@ typedef struct Frienso__Geo__V1__DeleteHistoryRequest Frienso__Geo__V1__DeleteHi
 typedef struct Frienso__Geo__V1__DeleteHistoryResponse Frienso__Geo__V1__DeleteHistoryResponse;
 typedef struct Frienso__Geo__V1__LatestLocationRequest Frienso__Geo__V1__LatestLocationRequest;
 typedef struct Frienso__Geo__V1__LatestLocationResponse Frienso__Geo__V1__LatestLocationResponse;
+typedef struct Frienso__Geo__V1__PlacesSnapshotRequest Frienso__Geo__V1__PlacesSnapshotRequest;
+typedef struct Frienso__Geo__V1__PlacesSnapshotResponse Frienso__Geo__V1__PlacesSnapshotResponse;
 typedef struct Frienso__Geo__V1__CheckInAccessRequest Frienso__Geo__V1__CheckInAccessRequest;
 typedef struct Frienso__Geo__V1__CheckInAccessResponse Frienso__Geo__V1__CheckInAccessResponse;
 typedef struct Frienso__Geo__V1__GetPlaceRequest Frienso__Geo__V1__GetPlaceRequest;
@@ -500,6 +502,45 @@ struct  Frienso__Geo__V1__LatestLocationResponse
 #define FRIENSO__GEO__V1__LATEST_LOCATION_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__latest_location_response__descriptor) \
     , 0, NULL, (char *)protobuf_c_empty_string }
+
+
+/*
+ * Internal, for alerts: every place, a page at a time by id, so that alerts names where a helpNow
+ * was raised from the phone's own fix without asking geo. `within_m`: how near a building or
+ * venue must be to name it (geo's "around" distance). Geo announces each import on its "places"
+ * stream (an empty event, method "geo.PlacesChanged").
+ */
+struct  Frienso__Geo__V1__PlacesSnapshotRequest
+{
+  ProtobufCMessage base;
+  uint64_t after_id;
+  /*
+   * places per page, 1..5,000 (0: 1,000)
+   */
+  uint32_t limit;
+};
+#define FRIENSO__GEO__V1__PLACES_SNAPSHOT_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__places_snapshot_request__descriptor) \
+    , 0, 0 }
+
+
+struct  Frienso__Geo__V1__PlacesSnapshotResponse
+{
+  ProtobufCMessage base;
+  /*
+   * by id
+   */
+  size_t n_places;
+  Frienso__Geo__V1__Place **places;
+  /*
+   * 0: the last page
+   */
+  uint64_t next_after_id;
+  double within_m;
+};
+#define FRIENSO__GEO__V1__PLACES_SNAPSHOT_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__places_snapshot_response__descriptor) \
+    , 0,NULL, 0, 0 }
 
 
 /*
@@ -1993,6 +2034,44 @@ Frienso__Geo__V1__LatestLocationResponse *
 void   frienso__geo__v1__latest_location_response__free_unpacked
                      (Frienso__Geo__V1__LatestLocationResponse *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__PlacesSnapshotRequest methods */
+void   frienso__geo__v1__places_snapshot_request__init
+                     (Frienso__Geo__V1__PlacesSnapshotRequest         *message);
+size_t frienso__geo__v1__places_snapshot_request__get_packed_size
+                     (const Frienso__Geo__V1__PlacesSnapshotRequest   *message);
+size_t frienso__geo__v1__places_snapshot_request__pack
+                     (const Frienso__Geo__V1__PlacesSnapshotRequest   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__places_snapshot_request__pack_to_buffer
+                     (const Frienso__Geo__V1__PlacesSnapshotRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__PlacesSnapshotRequest *
+       frienso__geo__v1__places_snapshot_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__places_snapshot_request__free_unpacked
+                     (Frienso__Geo__V1__PlacesSnapshotRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__PlacesSnapshotResponse methods */
+void   frienso__geo__v1__places_snapshot_response__init
+                     (Frienso__Geo__V1__PlacesSnapshotResponse         *message);
+size_t frienso__geo__v1__places_snapshot_response__get_packed_size
+                     (const Frienso__Geo__V1__PlacesSnapshotResponse   *message);
+size_t frienso__geo__v1__places_snapshot_response__pack
+                     (const Frienso__Geo__V1__PlacesSnapshotResponse   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__places_snapshot_response__pack_to_buffer
+                     (const Frienso__Geo__V1__PlacesSnapshotResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__PlacesSnapshotResponse *
+       frienso__geo__v1__places_snapshot_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__places_snapshot_response__free_unpacked
+                     (Frienso__Geo__V1__PlacesSnapshotResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Frienso__Geo__V1__CheckInAccessRequest methods */
 void   frienso__geo__v1__check_in_access_request__init
                      (Frienso__Geo__V1__CheckInAccessRequest         *message);
@@ -3290,6 +3369,12 @@ typedef void (*Frienso__Geo__V1__LatestLocationRequest_Closure)
 typedef void (*Frienso__Geo__V1__LatestLocationResponse_Closure)
                  (const Frienso__Geo__V1__LatestLocationResponse *message,
                   void *closure_data);
+typedef void (*Frienso__Geo__V1__PlacesSnapshotRequest_Closure)
+                 (const Frienso__Geo__V1__PlacesSnapshotRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__PlacesSnapshotResponse_Closure)
+                 (const Frienso__Geo__V1__PlacesSnapshotResponse *message,
+                  void *closure_data);
 typedef void (*Frienso__Geo__V1__CheckInAccessRequest_Closure)
                  (const Frienso__Geo__V1__CheckInAccessRequest *message,
                   void *closure_data);
@@ -3515,6 +3600,8 @@ extern const ProtobufCMessageDescriptor frienso__geo__v1__delete_history_request
 extern const ProtobufCMessageDescriptor frienso__geo__v1__delete_history_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__latest_location_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__latest_location_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__places_snapshot_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__places_snapshot_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__check_in_access_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__check_in_access_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__get_place_request__descriptor;
