@@ -25,6 +25,11 @@ struct AlertsEndToEndTests {
         // The campus's buildings and venues: what names where a helpNow was raised.
         let campus = Repository.root.appendingPathComponent("deploy/data/campus.geojson").path
         #expect(try await ana.run(["places", "import", campus, "--operator-key", "e2e-operator"]).status == 0)
+        // Geo announces the import on its "places" stream, and alerts loads its copy again at once
+        // (its regular reload is a minute away).
+        try await eventually("alerts' copy of geo's places, after the import's announcement", timeout: .seconds(20)) {
+            ((try? String(contentsOfFile: "\(procs.workDirectory)/alerts.log", encoding: .utf8)) ?? "").contains("places=6 [Alerts] geo's places are loaded")
+        }
         // Ben and Cy answer from their inbox: the coreFriend request comes from social.
         for cli in [ben, cy] {
             let inbox = try await cli.run(["inbox"])
