@@ -24,7 +24,8 @@ extension AlertsService {
     /// Raises `caller`'s helpNow (from the button, or from a check-in timer that ran out). With a
     /// key, raising again with it returns the alert raised then (after a restart too); while one
     /// is active, that one is returned and nothing new is sent. With `phoneFix` (the phone's own,
-    /// checked) the alert carries it, named by geo; without, geo's latest fix.
+    /// checked) the alert carries it, named from alerts' copy of geo's places (by geo until that
+    /// has loaded); without, geo's latest fix.
     func raise(for caller: UInt64, message: String, phoneFix: AlertsV1.AlertLocation? = nil, key: String, logger requestLogger: Logger)
         async throws -> (alert: AlertRecord, alreadyActive: Bool, names: [UInt64: AlertsV1.Person]?) {
         // Who and where, from the other services, at the same time; none of them can stop the alert.
