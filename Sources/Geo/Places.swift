@@ -14,7 +14,9 @@ extension GeoService {
     public func placesSnapshot(_ request: GeoV1.PlacesSnapshotRequest, _ context: RequestContext) async throws -> GeoV1.PlacesSnapshotResponse {
         guard request.limit <= 5_000 else { throw RPCError.invalidArgument("limit: at most 5,000 places a page") }
         let limit = request.limit == 0 ? 1_000 : Int(request.limit)
-        let page = state.mutex.withLock { s in Array(s.places.lazy.filter { $0.id > request.afterId }.sorted { $0.id < $1.id }.prefix(limit)) }
+        // Copied under the lock, sorted outside it: a read must not hold up location updates.
+        let after = state.mutex.withLock { s in s.places.filter { $0.id > request.afterId } }
+        let page = Array(after.sorted { $0.id < $1.id }.prefix(limit))
         return GeoV1.PlacesSnapshotResponse(places: page.map(\.proto), nextAfterId: page.count == limit ? page.last?.id ?? 0 : 0,
                                             withinM: config.aroundDistance)
     }
