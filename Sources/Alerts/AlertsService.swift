@@ -119,6 +119,22 @@ public final class AlertsService: Sendable {
         circleCopy = CircleCopy { [peers] owner in peers.circleClock(of: owner) }
     }
 
+    /// `owner`'s circle from social; when social does not answer, the graph replica's accepted
+    /// members (invited numbers are not replicated), so a watch or a helpNow still reaches the
+    /// circle while social restarts. `answered` gets social's own answer (what `CircleCopy` keeps).
+    func circle(of owner: UInt64, answered: (([CircleContact]) -> Void)? = nil) async throws -> [CircleContact] {
+        do {
+            let circle = try await peers.circleFromSocial(of: owner)
+            answered?(circle)
+            return circle
+        } catch {
+            // A lookup its raise no longer needs (cancelled) is not social failing.
+            guard let code = (error as? RPCError)?.code, code == .unavailable || code == .deadlineExceeded, !Task.isCancelled else { throw error }
+            logger.warning("social did not answer: the circle comes from the replica (no invited phone numbers)", metadata: ["user": "\(owner)"])
+            return peers.circleFromReplica(of: owner)
+        }
+    }
+
     /// Loads the copy of every circle (`CircleCopy`) from social's snapshot, a page of owners at
     /// a time. - Returns: the owners with someone in their circle; nil: no replica loaded yet.
     @discardableResult

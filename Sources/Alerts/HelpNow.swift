@@ -40,17 +40,13 @@ extension AlertsService {
             if let copied { return copied }
             let before = copy.clock(caller)
             do {
-                let circle = try await peers.circleFromSocial(of: caller)
-                if let before { copy.keep(circle, of: caller, readAfter: before) }
-                return circle
-            } catch {
-                // A lookup its raise no longer needs (cancelled) is not social failing.
-                if Task.isCancelled { return [] }
-                if let code = (error as? RPCError)?.code, code == .unavailable || code == .deadlineExceeded {
-                    logger.warning("social did not answer: the circle comes from the replica (no invited phone numbers)", metadata: ["user": "\(caller)"])
-                    return peers.circleFromReplica(of: caller)
+                return try await self.circle(of: caller) { answer in
+                    if let before { copy.keep(answer, of: caller, readAfter: before) }
                 }
-                logger.error("helpNow: the core circle could not be read; the alert goes to nobody", metadata: ["error": "\(error)"])
+            } catch {
+                if !Task.isCancelled {
+                    logger.error("helpNow: the core circle could not be read; the alert goes to nobody", metadata: ["error": "\(error)"])
+                }
                 return []
             }
         }()

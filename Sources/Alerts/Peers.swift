@@ -16,9 +16,7 @@ public enum CircleContact: Sendable, Hashable {
 /// What alerts asks of the other services. `RemotePeers` calls them; tests use a stand-in.
 public protocol AlertsPeers: Sendable {
     /// The accepted members of `owner`'s core circle and the invited phone numbers, in circle
-    /// order; from the replica (accepted members only) when social does not answer.
-    func circle(of owner: UInt64) async throws -> [CircleContact]
-    /// The same from social alone (what alerts' copy of the circles keeps).
+    /// order, from social (`AlertsService.circle(of:)` falls back to the replica).
     func circleFromSocial(of owner: UInt64) async throws -> [CircleContact]
     /// The accepted members by the graph replica (no invited numbers: they are not replicated).
     func circleFromReplica(of owner: UInt64) -> [CircleContact]
@@ -49,9 +47,8 @@ public protocol AlertsPeers: Sendable {
     func verifyPassword(user: UInt64, password: String) async throws -> Bool
 }
 
-/// The other services over Wire. The circle comes from social; when social does not answer,
-/// from the replica of the social graph (accepted members only: invited phone numbers are not
-/// replicated), so a helpNow still reaches the circle while social restarts.
+/// The other services over Wire. The circle comes from social, or from the replica of the
+/// social graph (`circleFromReplica`: accepted members only) when social does not answer.
 public struct RemotePeers: AlertsPeers {
     let accounts: WireClient
     let social: WireClient
@@ -78,17 +75,6 @@ public struct RemotePeers: AlertsPeers {
     }
 
     private func options() -> CallOptions { CallOptions(deadline: deadline, idempotent: true) }
-
-    public func circle(of owner: UInt64) async throws -> [CircleContact] {
-        do {
-            return try await circleFromSocial(of: owner)
-        } catch {
-            // A lookup its raise no longer needs (cancelled) is not social failing.
-            guard let code = (error as? RPCError)?.code, code == .unavailable || code == .deadlineExceeded, !Task.isCancelled else { throw error }
-            logger.warning("social did not answer: the circle comes from the replica (no invited phone numbers)", metadata: ["user": "\(owner)"])
-            return circleFromReplica(of: owner)
-        }
-    }
 
     public func circleFromReplica(of owner: UInt64) -> [CircleContact] { replicaCircle(owner).map { CircleContact.user($0) } }
 

@@ -35,7 +35,7 @@ extension AlertsService {
             return AlertsV1.StartTimerResponse(timer: earlier.proto)
         }
         // Someone must be there to warn and to alert.
-        guard try await !peers.circle(of: caller).isEmpty else {
+        guard try await !circle(of: caller).isEmpty else {
             throw RPCError.failedPrecondition("your core circle is empty: nobody would be warned or alerted (add someone with `frienso circle add`)")
         }
         let warn = max(at, due - config.timerWarning.wholeMilliseconds)
@@ -71,7 +71,7 @@ extension AlertsService {
             throw RPCError.permissionDenied("wrong \(request.pin.isEmpty ? "password" : "PIN") (\(Self.timerAttempts - timer.failures - 1) tries left)")
         }
         let names = timer.warnedMs != 0 ? await people([caller]) : [:]
-        let circle = timer.warnedMs != 0 ? (try? await peers.circle(of: caller).compactMap(\.user)) ?? [] : []
+        let circle = timer.warnedMs != 0 ? (try? await self.circle(of: caller).compactMap(\.user)) ?? [] : []
         let name = Self.name(names[caller])
         let ended = try await store.changeTimer(id: timer.id, at: at) { current in
             guard let current, current.state == .active else { return nil }
@@ -107,7 +107,7 @@ extension AlertsService {
     }
 
     private func warn(_ timer: TimerRecord, at: Int64) async throws {
-        let circle = (try? await peers.circle(of: timer.owner).compactMap(\.user)) ?? []
+        let circle = (try? await self.circle(of: timer.owner).compactMap(\.user)) ?? []
         let names = await people(Set(circle + [timer.owner]))
         let who = Self.name(names[timer.owner])
         let when = Self.clock(timer.dueMs)

@@ -16,7 +16,7 @@ extension AlertsService {
         if let active = try await store.activeWatch(of: caller) {
             throw RPCError.failedPrecondition("watch \(active.id) is already active: extend or end it")
         }
-        let watchers = try WatchRules.watchers(in: try await peers.circle(of: caller)).get()
+        let watchers = try WatchRules.watchers(in: try await circle(of: caller)).get()
         let names = await people(Set(watchers + [caller]))
         let at = now(), ends = at + duration
         let text = "\(Self.name(names[caller])) asks you to watch them for \(Self.span(duration))" + (request.note.isEmpty ? "" : ": \(request.note)")

@@ -42,10 +42,6 @@ final class FakePeers: AlertsPeers {
         if state.withLock({ $0.down.contains(service) }) { throw RPCError.unavailable("\(service) is down (test)") }
     }
 
-    func circle(of owner: UInt64) async throws -> [CircleContact] {
-        try check("social")
-        return state.withLock { $0.circles[owner] ?? [] }
-    }
     func circleFromSocial(of owner: UInt64) async throws -> [CircleContact] {
         try check("social")
         return state.withLock { s in

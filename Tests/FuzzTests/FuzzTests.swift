@@ -287,7 +287,6 @@ struct DecodingHandler: RequestHandler {
 
 /// Alerts' peers answering as if everyone's circle were empty and nobody had a location.
 struct QuietPeers: AlertsPeers {
-    func circle(of owner: UInt64) async throws -> [CircleContact] { [] }
     func circleFromSocial(of owner: UInt64) async throws -> [CircleContact] { [] }
     func circleFromReplica(of owner: UInt64) -> [CircleContact] { [] }
     func circles(afterOwner: UInt64, owners: Int) async throws -> (circles: [(owner: UInt64, contacts: [CircleContact])], next: UInt64) { ([], 0) }

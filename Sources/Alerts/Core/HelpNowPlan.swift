@@ -1,4 +1,5 @@
 import FriensoProto
+import Places
 
 /// What a helpNow raise does, decided as a value before anything is written: who is reached and
 /// how (a user by push and SMS, an invited number by SMS), who may see the initiator until the
@@ -62,7 +63,7 @@ extension HelpNowPlan {
     /// The alert's location from the phone's own fix (geo's rules for a location update), without
     /// a place name yet (geo names it). - Throws: `FixRefused`.
     static func location(from fix: AlertsV1.DeviceFix, now: Int64) throws(FixRefused) -> AlertsV1.AlertLocation {
-        guard fix.latitude.isFinite, fix.longitude.isFinite, (-90...90).contains(fix.latitude), (-180...180).contains(fix.longitude) else {
+        guard GeoMath.isValid(latitude: fix.latitude, longitude: fix.longitude) else {
             throw FixRefused(reason: "fix: latitude must be -90..90 and longitude -180..180 (finite numbers)")
         }
         guard fix.accuracyM.isFinite, (0...100_000).contains(fix.accuracyM) else {
