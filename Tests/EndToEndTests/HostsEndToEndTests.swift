@@ -362,6 +362,20 @@ struct HostsEndToEndTests {
         }
     }
 
+    /// A test network takes a /24 no interface here has: a network a killed run left behind
+    /// (its bridge keeps its address) on the same /24 took a later run's packets (seen once:
+    /// the front host's gateway never answered).
+    @Test func aTestNetwork_avoidsASubnetLeftBehind() async throws {
+        let link = "frdecoy\(Int.random(in: 100...999))"
+        #expect(Spawn.run(["/usr/sbin/ip", "link", "add", link, "type", "bridge"]).status == 0)
+        defer { _ = Spawn.run(["/usr/sbin/ip", "link", "del", link]) }
+        #expect(Spawn.run(["/usr/sbin/ip", "addr", "add", "10.213.77.254/24", "dev", link]).status == 0)
+        #expect(TestNetwork.subnetsInUse().contains(77))
+        let net = try TestNetwork(hosts: ["a"])
+        defer { net.remove() }
+        #expect(!net.address("a").hasPrefix("10.213.77."))
+    }
+
     /// The walker's `n`-th latitude.
     static func walk(_ n: Int) -> Double { 40 + Double(n) / 100_000 }
 

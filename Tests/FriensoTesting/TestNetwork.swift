@@ -21,7 +21,13 @@ public final class TestNetwork: Sendable {
         guard geteuid() == 0 else { throw Failure(description: "network namespaces need root (the CI runs as root)") }
         self.hosts = hosts
         id = String(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(6)).lowercased()
-        subnet = Int.random(in: 1...250)
+        // A /24 nobody here uses: a network a killed run left behind (its bridge keeps its
+        // address) on the same /24 would take this one's packets.
+        let used = Self.subnetsInUse()
+        guard let free = (1...250).filter({ !used.contains($0) }).randomElement() else {
+            throw Failure(description: "every 10.213.x.0/24 is in use on this machine")
+        }
+        subnet = free
         do {
             try Self.ip(["link", "add", bridge, "type", "bridge"])
             try Self.ip(["addr", "add", "10.213.\(subnet).254/24", "dev", bridge])
@@ -74,6 +80,15 @@ public final class TestNetwork: Sendable {
             _ = Spawn.run(["/usr/sbin/ip", "netns", "del", namespace(host)])
         }
         _ = Spawn.run(["/usr/sbin/ip", "link", "del", bridge])
+    }
+
+    /// The x of every 10.213.x.y address on this machine's interfaces.
+    public static func subnetsInUse() -> Set<Int> {
+        let listed = Spawn.run(["/usr/sbin/ip", "-o", "-4", "addr", "show"]).output
+        return Set(listed.split(separator: "\n").compactMap { line -> Int? in
+            guard let range = line.range(of: " 10.213.") else { return nil }
+            return Int(line[range.upperBound...].prefix { $0.isNumber })
+        })
     }
 
     private static func ip(_ arguments: [String]) throws {
